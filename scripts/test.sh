@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install everything the tests need on a fresh Debian/Ubuntu machine (system
+# packages through apt-get when missing, Python packages into ./.venv), then run
+# the linters, the type checker and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+
+lint_dirs="src tests"; [ -d bench ] && lint_dirs="$lint_dirs bench"
+.venv/bin/ruff check $lint_dirs
+.venv/bin/ruff format --check $lint_dirs
+.venv/bin/mypy
+exec .venv/bin/pytest -q "$@"

@@ -1,0 +1,5 @@
+import sys
+
+from moldau.cli.main import main
+
+sys.exit(main())

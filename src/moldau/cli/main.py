@@ -1,0 +1,56 @@
+"""The `moldau` command. Flags follow Kafka's tools so a Kafka user's habits work.
+
+A user mistake prints one clear line and exits non-zero; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from moldau.cli.errors import CliError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from moldau.cli import serve
+
+    parser = argparse.ArgumentParser(
+        prog="moldau", description="Moldau: a Kafka-compatible streaming platform in Python."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve.add_parser(sub)
+    for name in ("topics", "produce", "consume"):
+        module = _tool(name)
+        if module is not None:
+            module.add_parser(sub)
+    return parser
+
+
+def _tool(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(f"moldau.cli.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"moldau.cli.{name}":
+            return None
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except CliError as e:
+        print(f"moldau {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""`moldau serve`: run a broker (embedded metadata store by default)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from moldau.cli.errors import CliError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run a broker", description="Run a Moldau broker.")
+    p.add_argument("--port", type=int, help="port of the PLAINTEXT listener (default 9092)")
+    p.add_argument("--host", help="host the listener binds and advertises (default localhost)")
+    p.add_argument("--data-dir", type=Path, help="where logs and metadata live (default ./data)")
+    p.add_argument("--config", type=Path, help="a Kafka server.properties file")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a broker property (repeatable), as kafka-server-start's --override",
+    )
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    p.set_defaults(run=run)
+
+
+def broker_properties(args: argparse.Namespace) -> dict[str, str]:
+    """Properties from --config, then --override, then the convenience flags."""
+    from moldau.config.broker import read_properties
+
+    props: dict[str, str] = {}
+    if args.config is not None:
+        if not args.config.is_file():
+            raise CliError(f"config file {args.config} does not exist")
+        props.update(read_properties(args.config))
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    if args.port is not None or args.host is not None or "listeners" not in props:
+        host = args.host if args.host is not None else "localhost"
+        port = args.port if args.port is not None else 9092
+        if not 0 <= port <= 65535:
+            raise CliError(f"--port {port} is not a valid port")
+        props["listeners"] = f"PLAINTEXT://{host}:{port}"
+    if args.data_dir is not None:
+        props["log.dirs"] = str(args.data_dir)
+    elif "log.dirs" not in props and "log.dir" not in props:
+        props["log.dirs"] = "./data"
+    if "broker.id" not in props and "node.id" not in props:
+        props["broker.id"] = "1"
+    return props
+
+
+def run(args: argparse.Namespace) -> int:
+    from moldau.config.broker import BrokerConfig
+    from moldau.protocol.errors import KafkaError
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = BrokerConfig(broker_properties(args))
+        if config["zookeeper.connect"]:
+            raise CliError(
+                "zookeeper.connect is set, but the ZooKeeper metadata backend is not available "
+                "in this version; remove it to run with the embedded metadata store"
+            )
+        return asyncio.run(_serve(config))
+    except KafkaError as e:
+        raise CliError(str(e)) from None
+    except OSError as e:
+        raise CliError(str(e)) from None
+
+
+async def _serve(config: Any) -> int:
+    from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
+
+    cluster = EmbeddedCluster([config], config.log_dirs[0] / METADATA_DIR)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await cluster.start()
+        for b in cluster.brokers:
+            where = ", ".join(f"{ep.host}:{ep.port}" for ep in b.advertised_endpoints())
+            print(
+                f"Moldau broker {b.broker_id} listening on {where} "
+                f"(cluster {b.cluster_id}, data in {', '.join(map(str, config.log_dirs))})",
+                flush=True,
+            )
+        await stop.wait()
+    finally:
+        await cluster.shutdown()
+    logging.getLogger("moldau").info("shut down cleanly")
+    return 0

@@ -1,0 +1,253 @@
+"""Broker configs: Kafka's property names, types, defaults and docs.
+
+Values come from server.properties and --override; a known key with a bad value
+is an error, an unknown key is logged and ignored (as Kafka does).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from moldau.config.configdef import ConfigDef, ConfigKey, at_least, one_of
+from moldau.config.configdef import ConfigType as T
+from moldau.config.configdef import Importance as I
+from moldau.config.topic import TOPIC_CONFIG, BrokerDefaults
+from moldau.protocol.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+
+BROKER_CONFIG = ConfigDef(
+    [
+        ConfigKey("broker.id", T.INT, -1, I.HIGH,
+                  "This broker's id; -1 picks 1 in embedded mode.", at_least(-1)),
+        ConfigKey("node.id", T.INT, -1, I.HIGH, "Alias of broker.id.", at_least(-1)),
+        ConfigKey("broker.rack", T.STRING, None, I.MEDIUM, "Rack of the broker."),
+        ConfigKey("listeners", T.LIST, ["PLAINTEXT://:9092"], I.HIGH,
+                  "Comma-separated listener URIs, e.g. PLAINTEXT://0.0.0.0:9092."),
+        ConfigKey("advertised.listeners", T.LIST, None, I.HIGH,
+                  "Listeners published to clients; defaults to listeners."),
+        ConfigKey("log.dirs", T.LIST, None, I.HIGH, "Directories of the partition logs."),
+        ConfigKey("log.dir", T.STRING, "./data", I.HIGH,
+                  "Directory of the partition logs when log.dirs is not set."),
+        ConfigKey("zookeeper.connect", T.STRING, None, I.HIGH,
+                  "ZooKeeper connection string; unset: embedded metadata store."),
+        ConfigKey("zookeeper.session.timeout.ms", T.INT, 18_000, I.HIGH,
+                  "ZooKeeper session timeout.", at_least(1)),
+        ConfigKey("zookeeper.connection.timeout.ms", T.INT, None, I.HIGH,
+                  "Time to wait for the ZooKeeper connection."),
+        ConfigKey("num.partitions", T.INT, 1, I.MEDIUM,
+                  "Partitions of auto-created topics and of CreateTopics with -1.", at_least(1)),
+        ConfigKey("default.replication.factor", T.INT, 1, I.MEDIUM,
+                  "Replication factor of auto-created topics and of CreateTopics with -1.",
+                  at_least(1)),
+        ConfigKey("auto.create.topics.enable", T.BOOLEAN, True, I.HIGH,
+                  "Create a topic when a client asks for its metadata or produces to it."),
+        ConfigKey("delete.topic.enable", T.BOOLEAN, True, I.HIGH, "Allow DeleteTopics."),
+        ConfigKey("message.max.bytes", T.INT, 1_048_588, I.HIGH,
+                  "Largest record batch size allowed (topic: max.message.bytes).", at_least(0)),
+        ConfigKey("socket.request.max.bytes", T.INT, 104_857_600, I.HIGH,
+                  "Largest request a client may send.", at_least(1)),
+        ConfigKey("log.segment.bytes", T.INT, 1_073_741_824, I.HIGH,
+                  "Segment file size.", at_least(14)),
+        ConfigKey("log.roll.ms", T.LONG, None, I.HIGH, "Roll a segment after this time."),
+        ConfigKey("log.roll.hours", T.INT, 168, I.HIGH,
+                  "Roll a segment after this many hours (if log.roll.ms is unset).", at_least(1)),
+        ConfigKey("log.roll.jitter.ms", T.LONG, None, I.HIGH,
+                  "Jitter subtracted from the roll time."),
+        ConfigKey("log.roll.jitter.hours", T.INT, 0, I.HIGH, "Jitter in hours.", at_least(0)),
+        ConfigKey("log.retention.ms", T.LONG, None, I.HIGH, "Delete segments older than this."),
+        ConfigKey("log.retention.minutes", T.INT, None, I.HIGH, "Retention in minutes."),
+        ConfigKey("log.retention.hours", T.INT, 168, I.HIGH, "Retention in hours."),
+        ConfigKey("log.retention.bytes", T.LONG, -1, I.HIGH,
+                  "Delete old segments beyond this size per partition."),
+        ConfigKey("log.retention.check.interval.ms", T.LONG, 300_000, I.MEDIUM,
+                  "How often retention is applied.", at_least(1)),
+        ConfigKey("log.index.interval.bytes", T.INT, 4096, I.MEDIUM,
+                  "How often an offset index entry is added.", at_least(0)),
+        ConfigKey("log.index.size.max.bytes", T.INT, 10_485_760, I.MEDIUM,
+                  "Maximum size of an offset index.", at_least(4)),
+        ConfigKey("log.flush.interval.messages", T.LONG, LONG_MAX, I.HIGH,
+                  "fsync a log after this many messages.", at_least(1)),
+        ConfigKey("log.flush.interval.ms", T.LONG, None, I.HIGH,
+                  "fsync a log after this much time."),
+        ConfigKey("log.flush.scheduler.interval.ms", T.LONG, LONG_MAX, I.HIGH,
+                  "How often logs are checked for a time-based flush."),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", T.INT, 60_000, I.HIGH,
+                  "How often the recovery points are checkpointed.", at_least(0)),
+        ConfigKey("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60_000, I.HIGH,
+                  "How often the log start offsets are checkpointed.", at_least(0)),
+        ConfigKey("log.segment.delete.delay.ms", T.LONG, 60_000, I.HIGH,
+                  "Delay before a deleted segment's files are removed.", at_least(0)),
+        ConfigKey("log.cleanup.policy", T.LIST, ["delete"], I.MEDIUM,
+                  "Default cleanup policy.", one_of("delete", "compact")),
+        ConfigKey("log.cleaner.delete.retention.ms", T.LONG, 86_400_000, I.MEDIUM,
+                  "How long tombstones are kept."),
+        ConfigKey("log.cleaner.min.compaction.lag.ms", T.LONG, 0, I.MEDIUM,
+                  "Minimum age before compaction."),
+        ConfigKey("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Maximum age before compaction."),
+        ConfigKey("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, I.MEDIUM,
+                  "Dirty ratio that triggers compaction."),
+        ConfigKey("log.preallocate", T.BOOLEAN, False, I.MEDIUM, "Accepted, has no effect."),
+        ConfigKey("log.message.timestamp.type", T.STRING, "CreateTime", I.MEDIUM,
+                  "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime")),
+        ConfigKey("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "How far a timestamp may be behind the broker's clock."),
+        ConfigKey("log.message.timestamp.after.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "How far a timestamp may be ahead of the broker's clock."),
+        ConfigKey("compression.type", T.STRING, "producer", I.HIGH,
+                  "Final compression of topic data; 'producer' keeps the producer's codec.",
+                  one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+        ConfigKey("min.insync.replicas", T.INT, 1, I.HIGH,
+                  "Minimum ISR size for acks=all produce.", at_least(1)),
+        ConfigKey("unclean.leader.election.enable", T.BOOLEAN, False, I.HIGH,
+                  "Allow out-of-sync replicas to become leader as a last resort."),
+        ConfigKey("replica.lag.time.max.ms", T.LONG, 30_000, I.HIGH,
+                  "A follower that has not caught up for this long leaves the ISR."),
+        ConfigKey("offsets.topic.num.partitions", T.INT, 50, I.HIGH,
+                  "Partitions of __consumer_offsets.", at_least(1)),
+        ConfigKey("offsets.topic.replication.factor", T.SHORT, 3, I.HIGH,
+                  "Replication factor of __consumer_offsets (capped by live brokers).",
+                  at_least(1)),
+        ConfigKey("offsets.topic.segment.bytes", T.INT, 104_857_600, I.HIGH,
+                  "Segment size of __consumer_offsets.", at_least(1)),
+        ConfigKey("offsets.retention.minutes", T.INT, 10_080, I.HIGH,
+                  "How long committed offsets of an empty group are kept.", at_least(1)),
+        ConfigKey("offset.metadata.max.bytes", T.INT, 4096, I.HIGH,
+                  "Largest metadata string of a committed offset."),
+        ConfigKey("fetch.max.bytes", T.INT, 57_671_680, I.MEDIUM,
+                  "Largest fetch response.", at_least(0)),
+        ConfigKey("connections.max.idle.ms", T.LONG, 600_000, I.MEDIUM,
+                  "Close connections idle for longer than this."),
+        ConfigKey("max.connections", T.INT, 2**31 - 1, I.MEDIUM,
+                  "Maximum connections the broker accepts.", at_least(0)),
+        ConfigKey("queued.max.request.bytes", T.LONG, -1, I.MEDIUM,
+                  "Bytes of requests queued per connection before reading pauses (-1: 100 MiB)."),
+        ConfigKey("controlled.shutdown.enable", T.BOOLEAN, True, I.MEDIUM,
+                  "Move leadership away before shutting down."),
+        ConfigKey("cluster.id", T.STRING, None, I.LOW,
+                  "Cluster id for a new embedded cluster (generated if unset)."),
+        # Accepted so that a Kafka server.properties works; they tune threads Moldau
+        # does not have.
+        ConfigKey("num.network.threads", T.INT, 3, I.LOW, "Accepted, has no effect."),
+        ConfigKey("num.io.threads", T.INT, 8, I.LOW, "Accepted, has no effect."),
+        ConfigKey("num.recovery.threads.per.data.dir", T.INT, 2, I.LOW, "Accepted, has no effect."),
+        ConfigKey("num.replica.fetchers", T.INT, 1, I.LOW,
+                  "Replica fetcher tasks per source broker."),
+        ConfigKey("socket.send.buffer.bytes", T.INT, 102_400, I.LOW, "SO_SNDBUF (-1: OS default)."),
+        ConfigKey("socket.receive.buffer.bytes", T.INT, 102_400, I.LOW,
+                  "SO_RCVBUF (-1: OS default)."),
+        ConfigKey("transaction.state.log.replication.factor", T.SHORT, 3, I.LOW,
+                  "Accepted, unused."),
+        ConfigKey("transaction.state.log.min.isr", T.INT, 2, I.LOW, "Accepted, unused."),
+        ConfigKey("group.initial.rebalance.delay.ms", T.INT, 3000, I.MEDIUM,
+                  "Delay of the first rebalance of a new group."),
+        ConfigKey("group.min.session.timeout.ms", T.INT, 6000, I.MEDIUM,
+                  "Smallest session timeout."),
+        ConfigKey("group.max.session.timeout.ms", T.INT, 1_800_000, I.MEDIUM,
+                  "Largest session timeout."),
+    ]
+)  # fmt: skip
+
+# Topic config defaults that Kafka derives from a chain of broker properties, most
+# specific first, with the unit each is in (ms multiplier).
+_CHAINS: dict[str, list[tuple[str, int]]] = {
+    "log.retention.ms": [
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ],
+    "log.roll.ms": [("log.roll.ms", 1), ("log.roll.hours", 3_600_000)],
+    "log.roll.jitter.ms": [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)],
+    "log.flush.interval.ms": [
+        ("log.flush.interval.ms", 1),
+        ("log.flush.scheduler.interval.ms", 1),
+    ],
+}
+
+
+class BrokerConfig(BrokerDefaults):
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        raw = dict(props or {})
+        unknown = sorted(k for k in raw if k not in BROKER_CONFIG)
+        if unknown:
+            log.warning("These configurations were supplied but are not used: %s", unknown)
+        self.explicit = BROKER_CONFIG.parse(raw, ignore_unknown=True)
+        self.values = BROKER_CONFIG.defaults() | self.explicit
+
+    @classmethod
+    def from_file(cls, path: Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+        return cls(read_properties(path) | dict(overrides or {}))
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def is_set(self, name: str) -> bool:
+        chain = _CHAINS.get(name, [(name, 1)])
+        return any(n in self.explicit for n, _ in chain)
+
+    def chained(self, name: str) -> Any:
+        for prop, unit in _CHAINS.get(name, [(name, 1)]):
+            value = self.values.get(prop)
+            if value is not None:
+                return value * unit
+        return None
+
+    def topic_default(self, key: ConfigKey) -> Any:
+        if key.server_default is None:
+            return key.default
+        value = self.chained(key.server_default)
+        return key.default if value is None else value
+
+    # -- typed accessors of what the broker uses everywhere ------------------------------
+
+    @property
+    def broker_id(self) -> int:
+        bid = int(self.values["broker.id"])
+        nid = int(self.values["node.id"])
+        if bid >= 0 and nid >= 0 and bid != nid:
+            raise InvalidConfigError("broker.id and node.id differ")
+        return bid if bid >= 0 else nid
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def rack(self) -> str | None:
+        rack = self.values["broker.rack"]
+        return str(rack) if rack else None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java .properties, the subset Kafka configs use: key=value or key: value,
+    # and ! comments, backslash line continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw_line in path.read_text().splitlines():
+        line = pending + raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                props[line[:i].strip()] = line[i + 1 :].strip()
+                break
+        else:
+            props[line] = ""
+    return props
+
+
+# Every topic config must have its broker default defined here.
+for _key in TOPIC_CONFIG.keys.values():
+    if _key.server_default is not None:
+        assert _key.server_default in BROKER_CONFIG or _key.server_default in _CHAINS, _key

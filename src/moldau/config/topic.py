@@ -1,0 +1,213 @@
+"""Topic-level configs (Kafka's LogConfig): name, type, default, the broker property
+that supplies its default, and doc. Also how a topic's effective config is resolved
+and described (DescribeConfigs sources and synonyms)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from moldau.config.configdef import (
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    at_least,
+    between,
+    one_of,
+    to_string,
+)
+from moldau.config.configdef import ConfigType as T
+from moldau.config.configdef import Importance as I
+from moldau.protocol.records import TimestampType
+from moldau.storage.log_config import LogConfig
+
+LONG_MAX = 2**63 - 1
+
+TOPIC_CONFIG = ConfigDef(
+    [
+        ConfigKey("cleanup.policy", T.LIST, ["delete"], I.MEDIUM,
+                  "delete and/or compact: what happens to old segments.",
+                  one_of("delete", "compact"), "log.cleanup.policy"),
+        ConfigKey("compression.type", T.STRING, "producer", I.MEDIUM,
+                  "Final compression of the topic's data; 'producer' keeps the producer's codec.",
+                  one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+                  "compression.type"),
+        ConfigKey("delete.retention.ms", T.LONG, 86_400_000, I.MEDIUM,
+                  "How long tombstones are kept in compacted topics.", at_least(0),
+                  "log.cleaner.delete.retention.ms"),
+        ConfigKey("file.delete.delay.ms", T.LONG, 60_000, I.MEDIUM,
+                  "Time to wait before deleting a file from the filesystem.", at_least(0),
+                  "log.segment.delete.delay.ms"),
+        ConfigKey("flush.messages", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Force an fsync after this many messages (1: after every append).",
+                  at_least(1), "log.flush.interval.messages"),
+        ConfigKey("flush.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Force an fsync after this much time.", at_least(0), "log.flush.interval.ms"),
+        ConfigKey("index.interval.bytes", T.INT, 4096, I.MEDIUM,
+                  "How often an offset index entry is added.", at_least(0),
+                  "log.index.interval.bytes"),
+        ConfigKey("max.compaction.lag.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Maximum time a message stays ineligible for compaction.", at_least(1),
+                  "log.cleaner.max.compaction.lag.ms"),
+        ConfigKey("max.message.bytes", T.INT, 1_048_588, I.MEDIUM,
+                  "Largest record batch size allowed.", at_least(0), "message.max.bytes"),
+        ConfigKey("message.timestamp.after.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "How far a CreateTime timestamp may be ahead of the broker's clock.",
+                  at_least(0), "log.message.timestamp.after.max.ms"),
+        ConfigKey("message.timestamp.before.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "How far a CreateTime timestamp may be behind the broker's clock.",
+                  at_least(0), "log.message.timestamp.before.max.ms"),
+        ConfigKey("message.timestamp.type", T.STRING, "CreateTime", I.MEDIUM,
+                  "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"),
+                  "log.message.timestamp.type"),
+        ConfigKey("min.cleanable.dirty.ratio", T.DOUBLE, 0.5, I.MEDIUM,
+                  "Dirty ratio above which the log cleaner compacts.", between(0, 1),
+                  "log.cleaner.min.cleanable.ratio"),
+        ConfigKey("min.compaction.lag.ms", T.LONG, 0, I.MEDIUM,
+                  "Minimum time a message stays uncompacted.", at_least(0),
+                  "log.cleaner.min.compaction.lag.ms"),
+        ConfigKey("min.insync.replicas", T.INT, 1, I.MEDIUM,
+                  "Minimum ISR size for acks=all produce.", at_least(1), "min.insync.replicas"),
+        ConfigKey("preallocate", T.BOOLEAN, False, I.MEDIUM,
+                  "Preallocate segment files (accepted, has no effect).", None,
+                  "log.preallocate"),
+        ConfigKey("retention.bytes", T.LONG, -1, I.MEDIUM,
+                  "Maximum size of a partition's log before old segments are deleted.", None,
+                  "log.retention.bytes"),
+        ConfigKey("retention.ms", T.LONG, 604_800_000, I.MEDIUM,
+                  "Maximum age of a segment before it is deleted (-1: no limit).",
+                  at_least(-1), "log.retention.ms"),
+        ConfigKey("segment.bytes", T.INT, 1_073_741_824, I.MEDIUM,
+                  "Segment file size.", at_least(14), "log.segment.bytes"),
+        ConfigKey("segment.index.bytes", T.INT, 10_485_760, I.MEDIUM,
+                  "Maximum size of a segment's offset index.", at_least(4),
+                  "log.index.size.max.bytes"),
+        ConfigKey("segment.jitter.ms", T.LONG, 0, I.MEDIUM,
+                  "Random jitter subtracted from segment.ms.", at_least(0), "log.roll.jitter.ms"),
+        ConfigKey("segment.ms", T.LONG, 604_800_000, I.MEDIUM,
+                  "Time after which a segment is rolled.", at_least(1), "log.roll.ms"),
+        ConfigKey("unclean.leader.election.enable", T.BOOLEAN, False, I.MEDIUM,
+                  "Allow replicas outside the ISR to become leader as a last resort.", None,
+                  "unclean.leader.election.enable"),
+        ConfigKey("leader.replication.throttled.replicas", T.LIST, [], I.MEDIUM,
+                  "Replicas throttled on the leader side (accepted, not enforced).", None, None),
+        ConfigKey("follower.replication.throttled.replicas", T.LIST, [], I.MEDIUM,
+                  "Replicas throttled on the follower side (accepted, not enforced).", None, None),
+    ]
+)  # fmt: skip
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs config_source values."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    doc: str
+    read_only: bool
+    # (name, value, source), most specific first, as DescribeConfigs v1+ lists them.
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+
+
+def validate_topic_overrides(raw: Mapping[str, str | None]) -> dict[str, Any]:
+    """Parse a topic's override strings; InvalidConfigError on a bad one."""
+    return TOPIC_CONFIG.parse({k: v for k, v in raw.items() if v is not None})
+
+
+def resolve(overrides: Mapping[str, str], broker: BrokerDefaults) -> dict[str, Any]:
+    """Effective topic config: override, else broker default, else Kafka's default."""
+    parsed = TOPIC_CONFIG.parse(overrides, ignore_unknown=True)
+    out: dict[str, Any] = {}
+    for key in TOPIC_CONFIG.keys.values():
+        if key.name in parsed:
+            out[key.name] = parsed[key.name]
+        else:
+            out[key.name] = broker.topic_default(key)
+    return out
+
+
+def describe(overrides: Mapping[str, str], broker: BrokerDefaults) -> list[DescribedConfig]:
+    parsed = TOPIC_CONFIG.parse(overrides, ignore_unknown=True)
+    out = []
+    for key in TOPIC_CONFIG.keys.values():
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if key.name in parsed:
+            synonyms.append(
+                (key.name, to_string(parsed[key.name]), ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            )
+        if key.server_default is not None and broker.is_set(key.server_default):
+            synonyms.append(
+                (
+                    key.server_default,
+                    to_string(broker.topic_default(key)),
+                    ConfigSource.STATIC_BROKER_CONFIG,
+                )
+            )
+        default = to_string(key.default)
+        if key.server_default is not None:
+            synonyms.append((key.server_default, default, ConfigSource.DEFAULT_CONFIG))
+        value, source = (
+            (synonyms[0][1], synonyms[0][2]) if synonyms else (default, ConfigSource.DEFAULT_CONFIG)
+        )
+        out.append(
+            DescribedConfig(
+                key.name, value, source, key.type, key.doc, key.read_only, tuple(synonyms)
+            )
+        )
+    return out
+
+
+class BrokerDefaults:
+    """What a topic config needs from the broker config: the server defaults."""
+
+    def is_set(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def topic_default(self, key: ConfigKey) -> Any:
+        raise NotImplementedError
+
+
+def log_config(values: Mapping[str, Any]) -> LogConfig:
+    """The storage layer's view of an effective topic config."""
+    policy = values["cleanup.policy"]
+    return LogConfig(
+        segment_bytes=values["segment.bytes"],
+        segment_ms=values["segment.ms"],
+        segment_jitter_ms=values["segment.jitter.ms"],
+        segment_index_bytes=values["segment.index.bytes"],
+        index_interval_bytes=values["index.interval.bytes"],
+        retention_ms=values["retention.ms"],
+        retention_bytes=values["retention.bytes"],
+        max_message_bytes=values["max.message.bytes"],
+        message_timestamp_type=(
+            TimestampType.LOG_APPEND_TIME
+            if values["message.timestamp.type"] == "LogAppendTime"
+            else TimestampType.CREATE_TIME
+        ),
+        message_timestamp_before_max_ms=values["message.timestamp.before.max.ms"],
+        message_timestamp_after_max_ms=values["message.timestamp.after.max.ms"],
+        flush_messages=values["flush.messages"],
+        flush_ms=values["flush.ms"],
+        file_delete_delay_ms=values["file.delete.delay.ms"],
+        compact="compact" in policy,
+        delete="delete" in policy,
+        min_insync_replicas=values["min.insync.replicas"],
+        unclean_leader_election_enable=values["unclean.leader.election.enable"],
+    )
+
+
+__all__ = ["TOPIC_CONFIG", "ConfigSource", "DescribedConfig", "describe", "log_config", "resolve"]
+_ = ConfigType

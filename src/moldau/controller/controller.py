@@ -1,0 +1,423 @@
+"""The controller (Kafka's KafkaController, ZooKeeper mode).
+
+Every broker runs one; the one that creates the ephemeral /controller node is
+active. It is one task draining an event queue: store watches and broker responses
+only enqueue events. Every store write it makes is conditional on the controller
+epoch; a conflict means another controller exists, and this one resigns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+from moldau.clock import Clock
+from moldau.controller.channel import (
+    BrokerTransport,
+    ControllerBrokerRequestBatch,
+    ControllerChannelManager,
+)
+from moldau.controller.context import ControllerContext, PartitionReplica
+from moldau.controller.events import (
+    BrokerChange,
+    ControllerChange,
+    ControllerEvent,
+    PartitionModifications,
+    Startup,
+    TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
+)
+from moldau.controller.partition_state_machine import PartitionStateMachine
+from moldau.controller.replica_state_machine import ReplicaStateMachine
+from moldau.controller.states import PartitionState, ReplicaState
+from moldau.metadata.client import ControllerMovedError, MetadataClient
+from moldau.metadata.store import WatchedEvent
+from moldau.protocol.control import ControlResponse, StopReplicaResponse
+from moldau.storage.partition_name import TopicPartition
+from moldau.tasks import TaskOwner
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        client: MetadataClient,
+        transport: BrokerTransport,
+        clock: Clock,
+        unclean_election_enabled: Callable[[str], Awaitable[bool]],
+        delete_topic_enable: bool = True,
+    ) -> None:
+        self.broker_id = broker_id
+        self.client = client
+        self.clock = clock
+        self.delete_topic_enable = delete_topic_enable
+        self.ctx = ControllerContext()
+        self.channel = ControllerChannelManager(transport)
+        self.batch = ControllerBrokerRequestBatch(broker_id, self.ctx, self.channel)
+        self.partition_sm = PartitionStateMachine(
+            self.ctx, client, self.batch, unclean_election_enabled
+        )
+        self.replica_sm = ReplicaStateMachine(self.ctx, client, self.batch)
+        self.active_controller_id: int | None = None
+        self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self._tasks = TaskOwner("controller")
+        self._topic_watches: dict[str, Callable[[WatchedEvent], None]] = {}
+        # Set whenever the event queue is drained (for tests and orderly shutdown).
+        self.idle = asyncio.Event()
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    async def start(self) -> None:
+        self._tasks.spawn(self._run(), "events")
+        self.enqueue(Startup())
+
+    async def close(self) -> None:
+        """Stop processing; the /controller node goes away with the store session."""
+        await self._tasks.close()
+        await self.channel.close()
+        self._resign()
+
+    def enqueue(self, event: ControllerEvent) -> None:
+        self.idle.clear()
+        self._queue.put_nowait(event)
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            try:
+                await self._process(event)
+            except ControllerMovedError:
+                log.info("controller %d: another controller was elected; resigning", self.broker_id)
+                self._resign()
+                await self._elect()
+            except Exception:
+                # Like Kafka's event manager: log the failure with its traceback and go
+                # on with the next event rather than leave the cluster without one.
+                log.exception("controller %d failed to process %s", self.broker_id, event)
+            if self._queue.empty():
+                self.idle.set()
+
+    async def _process(self, event: ControllerEvent) -> None:
+        if isinstance(event, Startup | ControllerChange):
+            await self._elect()
+            return
+        if not self.is_active:
+            return
+        if isinstance(event, BrokerChange):
+            await self._process_broker_change()
+        elif isinstance(event, TopicChange):
+            await self._process_topic_change()
+        elif isinstance(event, PartitionModifications):
+            await self._process_partition_modifications(event.topic)
+        elif isinstance(event, TopicDeletion):
+            await self._process_topic_deletion()
+        elif isinstance(event, TopicDeletionStopReplicaResponseReceived):
+            await self._process_stop_replica_response(event.broker_id, event.response)
+
+    # -- watches (they only enqueue) -----------------------------------------------------
+
+    def _on_controller_node(self, _: WatchedEvent) -> None:
+        self.enqueue(ControllerChange())
+
+    def _on_brokers(self, _: WatchedEvent) -> None:
+        self.enqueue(BrokerChange())
+
+    def _on_topics(self, _: WatchedEvent) -> None:
+        self.enqueue(TopicChange())
+
+    def _on_delete_topics(self, _: WatchedEvent) -> None:
+        self.enqueue(TopicDeletion())
+
+    def _topic_watch(self, topic: str) -> Callable[[WatchedEvent], None]:
+        watch = self._topic_watches.get(topic)
+        if watch is None:
+
+            def watch(_: WatchedEvent) -> None:
+                self.enqueue(PartitionModifications(topic))
+
+            self._topic_watches[topic] = watch
+        return watch
+
+    # -- election ------------------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        was_active = self.is_active
+        self.active_controller_id = await self.client.get_controller_id(self._on_controller_node)
+        if was_active and not self.is_active:
+            self._resign()
+        if self.active_controller_id is not None:
+            return
+        won = await self.client.try_become_controller(self.broker_id, self.clock.milliseconds())
+        if won is None:
+            self.active_controller_id = await self.client.get_controller_id(
+                self._on_controller_node
+            )
+            return
+        self.active_controller_id = self.broker_id
+        self.ctx.epoch, self.ctx.epoch_zk_version = won
+        # Watch our own node too: if it vanishes we must notice.
+        await self.client.get_controller_id(self._on_controller_node)
+        log.info("broker %d is the controller, epoch %d", self.broker_id, self.ctx.epoch)
+        await self._on_controller_failover()
+
+    def _resign(self) -> None:
+        if self.ctx.epoch:
+            log.info("broker %d resigns as controller", self.broker_id)
+        for broker_id in list(self.ctx.live_brokers):
+            self.channel.remove_broker(broker_id)
+        self.ctx.reset()
+        self._topic_watches.clear()
+        if self.active_controller_id == self.broker_id:
+            self.active_controller_id = None
+
+    async def _on_controller_failover(self) -> None:
+        ctx = self.ctx
+        brokers = await self.client.get_all_brokers(self._on_brokers)
+        ctx.live_brokers = brokers
+        for broker_id in brokers:
+            self.channel.add_broker(broker_id)
+        for topic in await self.client.get_all_topics(self._on_topics):
+            await self._load_topic(topic)
+        ctx.leadership = await self.client.get_partition_states(ctx.all_partitions())
+        to_delete = await self.client.get_topics_to_delete(self._on_delete_topics)
+        self._queue_deletions(to_delete)
+        # Every broker learns the whole cluster first.
+        self.batch.add_update_metadata(ctx.live_broker_ids, ctx.all_partitions())
+        self.batch.send()
+        await self.replica_sm.startup()
+        self.partition_sm.startup()
+        await self.partition_sm.trigger_online_partition_state_change()
+        self.batch.send()
+        await self._resume_deletions()
+
+    async def _load_topic(self, topic: str) -> bool:
+        found = await self.client.get_topic_assignment(topic, self._topic_watch(topic))
+        if found is None:
+            return False
+        assignment, _ = found
+        self.ctx.all_topics.add(topic)
+        self.ctx.topic_ids[topic] = assignment.topic_id
+        for p, replicas in assignment.partitions.items():
+            self.ctx.assignments[TopicPartition(topic, p)] = list(replicas)
+        return True
+
+    # -- brokers -------------------------------------------------------------------------
+
+    async def _process_broker_change(self) -> None:
+        ctx = self.ctx
+        current = await self.client.get_all_brokers(self._on_brokers)
+        previous = dict(ctx.live_brokers)
+        new = sorted(set(current) - set(previous))
+        dead = sorted(set(previous) - set(current))
+        bounced = sorted(
+            b for b in set(current) & set(previous) if current[b].epoch != previous[b].epoch
+        )
+        ctx.live_brokers = current
+        for b in dead:
+            self.channel.remove_broker(b)
+        for b in bounced:
+            self.channel.remove_broker(b)
+        for b in [*new, *bounced]:
+            self.channel.add_broker(b)
+        if new or dead or bounced:
+            log.info("brokers: new %s, dead %s, bounced %s", new, dead, bounced)
+        if new:
+            await self._on_broker_startup(set(new))
+        if bounced:
+            await self._on_broker_failure(set(bounced))
+            await self._on_broker_startup(set(bounced))
+        if dead:
+            await self._on_broker_failure(set(dead))
+
+    async def _on_broker_startup(self, new: set[int]) -> None:
+        ctx = self.ctx
+        self.batch.add_update_metadata(ctx.live_broker_ids - new, [])
+        self.batch.add_update_metadata(new, ctx.all_partitions())
+        self.batch.send()
+        replicas = [
+            pr
+            for pr in ctx.replicas_on_brokers(new)
+            if not ctx.is_topic_queued_for_deletion(pr.tp.topic)
+        ]
+        await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self.partition_sm.trigger_online_partition_state_change()
+        self.batch.send()
+        revived = {pr.tp.topic for pr in ctx.replicas_on_brokers(new)}
+        ctx.topics_ineligible_for_deletion -= revived
+        for pr in ctx.replicas_on_brokers(new):
+            if ctx.replica_state(pr) == ReplicaState.DELETION_INELIGIBLE:
+                await self.replica_sm.handle_state_changes([pr], ReplicaState.OFFLINE)
+        await self._resume_deletions()
+
+    async def _on_broker_failure(self, dead: set[int]) -> None:
+        ctx = self.ctx
+        ctx.shutting_down_broker_ids -= dead
+        led = [
+            tp
+            for tp in ctx.partitions_led_by(dead)
+            if not ctx.is_topic_queued_for_deletion(tp.topic)
+        ]
+        await self.partition_sm.handle_state_changes(led, PartitionState.OFFLINE)
+        await self.partition_sm.trigger_online_partition_state_change()
+        replicas = ctx.replicas_on_brokers(dead)
+        await self.replica_sm.handle_state_changes(
+            [pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.tp.topic)],
+            ReplicaState.OFFLINE,
+        )
+        deleting = [pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr.tp.topic)]
+        if deleting:
+            await self.replica_sm.handle_state_changes(deleting, ReplicaState.OFFLINE)
+            await self.replica_sm.handle_state_changes(deleting, ReplicaState.DELETION_INELIGIBLE)
+            ctx.topics_ineligible_for_deletion |= {pr.tp.topic for pr in deleting}
+        if not led:
+            self.batch.add_update_metadata(ctx.live_broker_ids, [])
+        self.batch.send()
+
+    # -- topics --------------------------------------------------------------------------
+
+    async def _process_topic_change(self) -> None:
+        ctx = self.ctx
+        topics = set(await self.client.get_all_topics(self._on_topics))
+        new = sorted(topics - ctx.all_topics)
+        for topic in sorted(ctx.all_topics - topics):
+            ctx.remove_topic(topic)
+            self._topic_watches.pop(topic, None)
+        partitions: list[TopicPartition] = []
+        for topic in new:
+            if await self._load_topic(topic):
+                partitions += ctx.partitions_for_topic(topic)
+        if partitions:
+            log.info("new topics %s", new)
+            await self._on_new_partition_creation(partitions)
+
+    async def _process_partition_modifications(self, topic: str) -> None:
+        ctx = self.ctx
+        found = await self.client.get_topic_assignment(topic, self._topic_watch(topic))
+        if found is None or topic not in ctx.all_topics:
+            return
+        if ctx.is_topic_queued_for_deletion(topic):
+            log.info("ignoring partition changes of %s: it is being deleted", topic)
+            return
+        assignment, _ = found
+        added = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            tp = TopicPartition(topic, p)
+            if tp not in ctx.assignments:
+                ctx.assignments[tp] = list(replicas)
+                added.append(tp)
+        if added:
+            log.info("new partitions %s", added)
+            await self._on_new_partition_creation(added)
+
+    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        replicas = [PartitionReplica(tp, r) for tp in partitions for r in self.ctx.assignments[tp]]
+        await self.partition_sm.handle_state_changes(partitions, PartitionState.NEW)
+        await self.replica_sm.handle_state_changes(replicas, ReplicaState.NEW)
+        await self.partition_sm.handle_state_changes(partitions, PartitionState.ONLINE)
+        await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        self.batch.send()
+
+    # -- topic deletion (Kafka's TopicDeletionManager) -----------------------------------
+
+    def _queue_deletions(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            if topic in self.ctx.all_topics:
+                self.ctx.topics_to_be_deleted.add(topic)
+
+    async def _process_topic_deletion(self) -> None:
+        ctx = self.ctx
+        requested = set(await self.client.get_topics_to_delete(self._on_delete_topics))
+        unknown = requested - ctx.all_topics
+        for topic in sorted(unknown):
+            # A marker for a topic that does not exist: just remove it.
+            await self.client.remove_deletion_marker(topic, ctx.epoch_zk_version)
+        if not self.delete_topic_enable:
+            for topic in sorted(requested - unknown):
+                await self.client.remove_deletion_marker(topic, ctx.epoch_zk_version)
+            return
+        new = (requested - unknown) - ctx.topics_to_be_deleted
+        if new:
+            log.info("deleting topics %s", sorted(new))
+            self._queue_deletions(new)
+            await self._resume_deletions()
+
+    async def _resume_deletions(self) -> None:
+        ctx = self.ctx
+        for topic in sorted(ctx.topics_to_be_deleted):
+            replicas = ctx.replicas_for_topic(topic)
+            states = {ctx.replica_state(pr) for pr in replicas}
+            if states <= {ReplicaState.DELETION_SUCCESSFUL}:
+                await self._complete_delete_topic(topic)
+            elif ReplicaState.DELETION_STARTED in states:
+                continue
+            elif topic not in ctx.topics_ineligible_for_deletion:
+                retry = [
+                    pr
+                    for pr in replicas
+                    if ctx.replica_state(pr) == ReplicaState.DELETION_INELIGIBLE
+                ]
+                await self.replica_sm.handle_state_changes(retry, ReplicaState.OFFLINE)
+                await self._on_topic_deletion(topic)
+
+    async def _on_topic_deletion(self, topic: str) -> None:
+        ctx = self.ctx
+        partitions = ctx.partitions_for_topic(topic)
+        # Brokers drop the topic from their metadata first (leader LeaderDuringDelete).
+        self.batch.add_update_metadata(ctx.live_broker_ids, partitions)
+        self.batch.send()
+        replicas = ctx.replicas_for_topic(topic)
+        dead = [pr for pr in replicas if not ctx.is_replica_online(pr.replica)]
+        live = [pr for pr in replicas if ctx.is_replica_online(pr.replica)]
+        await self.replica_sm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
+        if dead:
+            ctx.topics_ineligible_for_deletion.add(topic)
+        await self.replica_sm.handle_state_changes(live, ReplicaState.OFFLINE)
+        await self.replica_sm.handle_state_changes(
+            live, ReplicaState.DELETION_STARTED, self._on_stop_replica_response
+        )
+        self.batch.send()
+
+    def _on_stop_replica_response(self, broker_id: int, response: ControlResponse) -> None:
+        assert isinstance(response, StopReplicaResponse)
+        self.enqueue(TopicDeletionStopReplicaResponseReceived(broker_id, response))
+
+    async def _process_stop_replica_response(
+        self, broker_id: int, response: StopReplicaResponse
+    ) -> None:
+        ctx = self.ctx
+        failed = {
+            TopicPartition(e.topic, e.partition) for e in response.partition_errors if e.error_code
+        }
+        started = [
+            pr
+            for pr, state in ctx.replica_states.items()
+            if pr.replica == broker_id and state == ReplicaState.DELETION_STARTED
+        ]
+        ok = [pr for pr in started if pr.tp not in failed and response.error_code == 0]
+        bad = [pr for pr in started if pr not in ok]
+        await self.replica_sm.handle_state_changes(ok, ReplicaState.DELETION_SUCCESSFUL)
+        if bad:
+            await self.replica_sm.handle_state_changes(bad, ReplicaState.DELETION_INELIGIBLE)
+            ctx.topics_ineligible_for_deletion |= {pr.tp.topic for pr in bad}
+        await self._resume_deletions()
+
+    async def _complete_delete_topic(self, topic: str) -> None:
+        ctx = self.ctx
+        await self.replica_sm.handle_state_changes(
+            ctx.replicas_for_topic(topic), ReplicaState.NON_EXISTENT
+        )
+        partitions = ctx.partitions_for_topic(topic)
+        await self.partition_sm.handle_state_changes(partitions, PartitionState.OFFLINE)
+        await self.partition_sm.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
+        ctx.topics_to_be_deleted.discard(topic)
+        ctx.topics_ineligible_for_deletion.discard(topic)
+        await self.client.delete_topic_znodes(topic, ctx.epoch_zk_version)
+        ctx.remove_topic(topic)
+        self._topic_watches.pop(topic, None)
+        log.info("deleted topic %s", topic)

@@ -1,0 +1,55 @@
+"""Events the controller's single task processes, in order. Store watches and
+broker responses only enqueue these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moldau.protocol.control import StopReplicaResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerChange:
+    """/controller was created, changed or deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionModifications:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletion:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletionStopReplicaResponseReceived:
+    broker_id: int
+    response: StopReplicaResponse
+
+
+ControllerEvent = (
+    Startup
+    | ControllerChange
+    | BrokerChange
+    | TopicChange
+    | PartitionModifications
+    | TopicDeletion
+    | TopicDeletionStopReplicaResponseReceived
+)

@@ -1,0 +1,165 @@
+"""PartitionStateMachine: moves partitions between NonExistent, New, Online and
+Offline, electing leaders and writing partition state znodes on the way."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from enum import Enum
+
+from moldau.controller.channel import ControllerBrokerRequestBatch
+from moldau.controller.context import ControllerContext
+from moldau.controller.election import (
+    controlled_shutdown_partition_leader_election,
+    offline_partition_leader_election,
+    preferred_replica_partition_leader_election,
+    reassign_partition_leader_election,
+)
+from moldau.controller.states import PartitionState, is_valid_partition_transition
+from moldau.metadata.client import MetadataClient
+from moldau.metadata.store import BadVersionError, NodeExistsError
+from moldau.metadata.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from moldau.storage.partition_name import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class ElectionStrategy(Enum):
+    OFFLINE = "offline"
+    REASSIGN = "reassign"
+    PREFERRED = "preferred"
+    CONTROLLED_SHUTDOWN = "controlled_shutdown"
+
+
+class PartitionStateMachine:
+    def __init__(
+        self,
+        context: ControllerContext,
+        client: MetadataClient,
+        batch: ControllerBrokerRequestBatch,
+        unclean_election_enabled: Callable[[str], Awaitable[bool]],
+    ) -> None:
+        self.ctx = context
+        self.client = client
+        self.batch = batch
+        self.unclean_election_enabled = unclean_election_enabled
+
+    def startup(self) -> None:
+        """Initial states from what the store says."""
+        for tp in self.ctx.all_partitions():
+            leadership = self.ctx.leadership.get(tp)
+            if leadership is None:
+                self.ctx.partition_states[tp] = PartitionState.NEW
+            elif (
+                leadership.leader_and_isr.leader in self.ctx.live_brokers
+                and not self.ctx.is_topic_queued_for_deletion(tp.topic)
+            ):
+                self.ctx.partition_states[tp] = PartitionState.ONLINE
+            else:
+                self.ctx.partition_states[tp] = PartitionState.OFFLINE
+
+    async def trigger_online_partition_state_change(self) -> None:
+        """New and Offline partitions (not being deleted) go Online if they can."""
+        candidates = [
+            tp
+            for tp, state in self.ctx.partition_states.items()
+            if state in (PartitionState.NEW, PartitionState.OFFLINE)
+            and not self.ctx.is_topic_queued_for_deletion(tp.topic)
+        ]
+        await self.handle_state_changes(candidates, PartitionState.ONLINE, ElectionStrategy.OFFLINE)
+
+    async def handle_state_changes(
+        self,
+        partitions: Iterable[TopicPartition],
+        target: PartitionState,
+        strategy: ElectionStrategy = ElectionStrategy.OFFLINE,
+    ) -> dict[TopicPartition, int | None]:
+        """Move partitions to `target`; returns the new leader of each partition that
+        went Online through an election."""
+        elected: dict[TopicPartition, int | None] = {}
+        for tp in sorted(partitions):
+            current = self.ctx.partition_state(tp)
+            if not is_valid_partition_transition(current, target):
+                log.error(
+                    "invalid partition transition of %s from %s to %s",
+                    tp, current.value, target.value,
+                )  # fmt: skip
+                continue
+            if target == PartitionState.NEW:
+                self.ctx.partition_states[tp] = target
+            elif target == PartitionState.ONLINE:
+                if current == PartitionState.NEW:
+                    if await self._initialize_leader_and_isr(tp):
+                        self.ctx.partition_states[tp] = target
+                else:
+                    leader = await self._elect_leader(tp, strategy)
+                    elected[tp] = leader
+                    if leader is not None:
+                        self.ctx.partition_states[tp] = target
+            elif target == PartitionState.OFFLINE:
+                self.ctx.partition_states[tp] = target
+            elif target == PartitionState.NON_EXISTENT:
+                self.ctx.partition_states.pop(tp, None)
+        return elected
+
+    async def _initialize_leader_and_isr(self, tp: TopicPartition) -> bool:
+        replicas = self.ctx.assignments.get(tp, [])
+        live = [r for r in replicas if self.ctx.is_replica_online(r)]
+        if not live:
+            log.warning("%s has no live replica among %s: it stays New", tp, replicas)
+            return False
+        state = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(live[0], 0, tuple(live), 0), self.ctx.epoch
+        )
+        try:
+            await self.client.create_partition_state(tp, state, self.ctx.epoch_zk_version)
+        except NodeExistsError:
+            # Another controller initialised it: the state will be read on failover.
+            log.warning("%s already has a state znode", tp)
+            return False
+        self.ctx.leadership[tp] = state
+        self.batch.add_leader_and_isr(set(live), tp, state, replicas, is_new=True)
+        return True
+
+    async def _elect_leader(self, tp: TopicPartition, strategy: ElectionStrategy) -> int | None:
+        leadership = self.ctx.leadership.get(tp)
+        if leadership is None:
+            return None
+        li = leadership.leader_and_isr
+        assignment = self.ctx.assignments.get(tp, [])
+        live = [r for r in assignment if self.ctx.is_replica_online(r)]
+        isr = [r for r in li.isr if r in live]
+        leader: int | None
+        if strategy == ElectionStrategy.OFFLINE:
+            leader = offline_partition_leader_election(
+                assignment, isr, live, await self.unclean_election_enabled(tp.topic)
+            )
+            if leader is not None and leader not in isr:
+                log.warning("unclean leader election of %s: %d was not in the ISR", tp, leader)
+                isr = [leader]
+        elif strategy == ElectionStrategy.REASSIGN:
+            leader = reassign_partition_leader_election(assignment, isr, live)
+        elif strategy == ElectionStrategy.PREFERRED:
+            leader = preferred_replica_partition_leader_election(assignment, isr, live)
+        else:
+            leader = controlled_shutdown_partition_leader_election(
+                assignment, isr, live, self.ctx.shutting_down_broker_ids
+            )
+            isr = [r for r in isr if r not in self.ctx.shutting_down_broker_ids]
+        if leader is None:
+            log.warning(
+                "no leader for %s (assignment %s, isr %s, live %s)", tp, assignment, li.isr, live
+            )
+            return None
+        new = LeaderIsrAndControllerEpoch(li.new_leader_and_isr(leader, isr), self.ctx.epoch)
+        try:
+            li_written = await self.client.update_partition_state(
+                tp, new, self.ctx.epoch_zk_version
+            )
+        except BadVersionError:
+            log.warning("state of %s changed under the controller; it will be re-read", tp)
+            return None
+        written = LeaderIsrAndControllerEpoch(li_written, self.ctx.epoch)
+        self.ctx.leadership[tp] = written
+        self.batch.add_leader_and_isr(set(live), tp, written, assignment, is_new=False)
+        return leader

@@ -1,0 +1,268 @@
+"""MetadataClient: Kafka's znode operations, typed, over any MetadataStore backend
+(what Kafka calls KafkaZkClient). Controller writes are conditional on the
+controller epoch znode's version: if another controller has bumped it, the write
+fails with ControllerMovedError and the caller resigns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+
+from moldau.metadata import znodes as z
+from moldau.metadata.store import (
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetDataOp,
+    Watcher,
+)
+from moldau.storage.partition_name import TopicPartition
+
+
+class ControllerMovedError(Exception):
+    """Another broker became controller: this one must resign."""
+
+
+class MetadataClient:
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    async def create_top_level_paths(self) -> None:
+        for path in z.PERSISTENT_PATHS:
+            await self.store.ensure_path(path)
+
+    # -- cluster id ----------------------------------------------------------------------
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        try:
+            await self.store.create(z.CLUSTER_ID, z.encode_cluster_id(proposed), make_parents=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = await self.store.get(z.CLUSTER_ID)
+            return z.decode_cluster_id(data)
+
+    # -- brokers -------------------------------------------------------------------------
+
+    async def register_broker(self, broker: z.BrokerRegistration, now_ms: int) -> int:
+        """Create the ephemeral registration; return the broker epoch (its czxid)."""
+        path = z.broker_path(broker.id)
+        await self.store.create(path, z.encode_broker(broker, now_ms), ephemeral=True)
+        stat = await self.store.exists(path)
+        assert stat is not None
+        return stat.czxid
+
+    async def get_broker_ids(self, watch: Watcher | None = None) -> list[int]:
+        return sorted(int(c) for c in await self.store.get_children(z.BROKER_IDS, watch))
+
+    async def get_all_brokers(
+        self, watch: Watcher | None = None
+    ) -> dict[int, z.BrokerRegistration]:
+        out = {}
+        for broker_id in await self.get_broker_ids(watch):
+            found = await self.store.get_or_none(z.broker_path(broker_id))
+            if found is not None:
+                data, stat = found
+                out[broker_id] = z.decode_broker(broker_id, data, stat.czxid)
+        return out
+
+    # -- controller ----------------------------------------------------------------------
+
+    async def get_controller_id(self, watch: Watcher | None = None) -> int | None:
+        found = await self.store.get_or_none(z.CONTROLLER, watch)
+        return None if found is None else z.decode_controller(found[0])
+
+    async def try_become_controller(self, broker_id: int, now_ms: int) -> tuple[int, int] | None:
+        """Create /controller and bump /controller_epoch, atomically.
+        Returns (epoch, epoch znode version), or None if another broker is controller."""
+        while True:
+            found = await self.store.get_or_none(z.CONTROLLER_EPOCH)
+            if found is None:
+                with contextlib.suppress(NodeExistsError):
+                    await self.store.create(z.CONTROLLER_EPOCH, b"0")
+                continue
+            data, stat = found
+            epoch = int(data) + 1
+            try:
+                results = await self.store.multi(
+                    [
+                        CreateOp(
+                            z.CONTROLLER, z.encode_controller(broker_id, now_ms), ephemeral=True
+                        ),
+                        SetDataOp(z.CONTROLLER_EPOCH, str(epoch).encode(), stat.version),
+                    ]
+                )
+            except NodeExistsError:
+                return None
+            except BadVersionError:
+                continue  # someone else bumped the epoch meanwhile; look again
+            new_stat = results[1]
+            assert not isinstance(new_stat, str) and new_stat is not None
+            return epoch, new_stat.version
+
+    async def controller_write(self, epoch_zk_version: int, ops: Sequence[Op]) -> None:
+        """Apply ops only if the controller epoch is still ours."""
+        try:
+            await self.store.multi([CheckOp(z.CONTROLLER_EPOCH, epoch_zk_version), *ops])
+        except BadVersionError:
+            stat = await self.store.exists(z.CONTROLLER_EPOCH)
+            if stat is None or stat.version != epoch_zk_version:
+                raise ControllerMovedError("controller epoch changed") from None
+            raise
+
+    # -- topics --------------------------------------------------------------------------
+
+    async def get_all_topics(self, watch: Watcher | None = None) -> list[str]:
+        return await self.store.get_children(z.TOPICS, watch)
+
+    async def topic_exists(self, topic: str) -> bool:
+        return await self.store.exists(z.topic_path(topic)) is not None
+
+    async def get_topic_assignment(
+        self, topic: str, watch: Watcher | None = None
+    ) -> tuple[z.TopicAssignment, int] | None:
+        """The topic's assignment and its znode version; None if it does not exist."""
+        found = await self.store.get_or_none(z.topic_path(topic), watch)
+        if found is None:
+            return None
+        data, stat = found
+        return z.decode_topic(data), stat.version
+
+    async def create_topic(
+        self, topic: str, assignment: z.TopicAssignment, config: Mapping[str, str]
+    ) -> None:
+        """Write the topic's config, then its assignment (the controller acts on the
+        latter), in one atomic step. NodeExistsError if the topic exists."""
+        ops: list[Op] = []
+        config_path = z.topic_config_path(topic)
+        if await self.store.exists(config_path) is not None:
+            ops.append(SetDataOp(config_path, z.encode_config(config)))
+        else:
+            ops.append(CreateOp(config_path, z.encode_config(config)))
+        ops.append(CreateOp(z.topic_path(topic), z.encode_topic(assignment)))
+        await self.store.multi(ops)
+
+    async def set_topic_assignment(
+        self, topic: str, assignment: z.TopicAssignment, expected_version: int
+    ) -> None:
+        await self.store.set(z.topic_path(topic), z.encode_topic(assignment), expected_version)
+
+    # -- partition states ----------------------------------------------------------------
+
+    async def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, z.LeaderIsrAndControllerEpoch]:
+        out = {}
+        for tp in partitions:
+            found = await self.store.get_or_none(z.partition_state_path(tp.topic, tp.partition))
+            if found is not None:
+                data, stat = found
+                out[tp] = z.decode_partition_state(data, stat.version)
+        return out
+
+    async def create_partition_state(
+        self,
+        tp: TopicPartition,
+        state: z.LeaderIsrAndControllerEpoch,
+        epoch_zk_version: int,
+    ) -> None:
+        ops: list[Op] = []
+        partitions = z.topic_partitions_path(tp.topic)
+        if await self.store.exists(partitions) is None:
+            ops.append(CreateOp(partitions))
+        partition = z.partition_path(tp.topic, tp.partition)
+        if await self.store.exists(partition) is None:
+            ops.append(CreateOp(partition))
+        ops.append(
+            CreateOp(
+                z.partition_state_path(tp.topic, tp.partition), z.encode_partition_state(state)
+            )
+        )
+        await self.controller_write(epoch_zk_version, ops)
+
+    async def update_partition_state(
+        self,
+        tp: TopicPartition,
+        state: z.LeaderIsrAndControllerEpoch,
+        epoch_zk_version: int,
+    ) -> z.LeaderAndIsr:
+        """Conditional on the state znode's version (the partition epoch); returns the
+        LeaderAndIsr with its new partition epoch. BadVersionError on a conflict."""
+        li = state.leader_and_isr
+        path = z.partition_state_path(tp.topic, tp.partition)
+        await self.controller_write(
+            epoch_zk_version,
+            [SetDataOp(path, z.encode_partition_state(state), li.partition_epoch)],
+        )
+        return z.LeaderAndIsr(li.leader, li.leader_epoch, li.isr, li.partition_epoch + 1)
+
+    # -- configs -------------------------------------------------------------------------
+
+    async def get_topic_config(self, topic: str) -> dict[str, str]:
+        found = await self.store.get_or_none(z.topic_config_path(topic))
+        return {} if found is None else z.decode_config(found[0])
+
+    async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace the topic's overrides and announce the change to every broker."""
+        path = z.topic_config_path(topic)
+        data = z.encode_config(config)
+        if await self.store.exists(path) is None:
+            await self.store.create(path, data, make_parents=True)
+        else:
+            await self.store.set(path, data)
+        await self.store.create(
+            f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+            z.encode_config_change(f"topics/{topic}"),
+            sequential=True,
+        )
+
+    async def get_config_changes(self, watch: Watcher | None = None) -> list[str]:
+        return await self.store.get_children(z.CONFIG_CHANGES, watch)
+
+    async def get_config_change(self, name: str) -> str | None:
+        found = await self.store.get_or_none(f"{z.CONFIG_CHANGES}/{name}")
+        return None if found is None else z.decode_config_change(found[0])
+
+    # -- deletion ------------------------------------------------------------------------
+
+    async def mark_topic_for_deletion(self, topic: str) -> None:
+        with contextlib.suppress(NodeExistsError):
+            await self.store.create(z.delete_topic_path(topic))
+
+    async def is_marked_for_deletion(self, topic: str) -> bool:
+        return await self.store.exists(z.delete_topic_path(topic)) is not None
+
+    async def get_topics_to_delete(self, watch: Watcher | None = None) -> list[str]:
+        return await self.store.get_children(z.DELETE_TOPICS, watch)
+
+    async def remove_deletion_marker(self, topic: str, epoch_zk_version: int) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self.controller_write(epoch_zk_version, [DeleteOp(z.delete_topic_path(topic))])
+
+    async def delete_topic_znodes(self, topic: str, epoch_zk_version: int) -> None:
+        """Remove a topic's assignment, states, config and deletion marker."""
+        store = self.store
+        ops: list[Op] = []
+        for p in await self._subtree(z.topic_path(topic)):
+            ops.append(DeleteOp(p))
+        if await store.exists(z.topic_config_path(topic)) is not None:
+            ops.append(DeleteOp(z.topic_config_path(topic)))
+        if await store.exists(z.delete_topic_path(topic)) is not None:
+            ops.append(DeleteOp(z.delete_topic_path(topic)))
+        await self.controller_write(epoch_zk_version, ops)
+
+    async def _subtree(self, path: str) -> list[str]:
+        """`path` and everything under it, deepest first."""
+        try:
+            children = await self.store.get_children(path)
+        except NoNodeError:
+            return []
+        out: list[str] = []
+        for c in children:
+            out += await self._subtree(f"{path}/{c}")
+        return [*out, path]

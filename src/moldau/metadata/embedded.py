@@ -1,0 +1,343 @@
+"""The embedded MetadataStore backend: an in-process znode tree with ZooKeeper's
+semantics, persisted to one JSON file (written atomically on each change) so a
+restarted single-process cluster finds its topics again. Ephemeral nodes are not
+persisted: they belong to sessions of this process.
+
+`EmbeddedTree` is the server; each broker holds its own `EmbeddedSession`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from moldau.metadata.store import (
+    ANY_VERSION,
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    SessionExpiredError,
+    SetDataOp,
+    Stat,
+    WatchedEvent,
+    Watcher,
+    parent_of,
+    validate_path,
+)
+from moldau.storage.checkpoint import write_atomically
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "metadata.json"
+
+
+@dataclass(slots=True)
+class _Node:
+    data: bytes
+    version: int = 0
+    cversion: int = 0
+    ephemeral_owner: int = 0
+    czxid: int = 0
+    mzxid: int = 0
+    children: set[str] = field(default_factory=set)
+    # Next sequence number for sequential children.
+    seq: int = 0
+
+    def stat(self) -> Stat:
+        return Stat(self.version, self.cversion, self.ephemeral_owner, self.czxid, self.mzxid)
+
+
+class EmbeddedTree:
+    """The shared tree. All access happens on one event loop."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self._dir = directory
+        self._nodes: dict[str, _Node] = {"/": _Node(b"")}
+        self._zxid = 0
+        self._next_session = 1
+        self._sessions: set[int] = set()
+        self._data_watches: dict[str, list[Watcher]] = {}
+        self._child_watches: dict[str, list[Watcher]] = {}
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._load()
+
+    def session(self) -> EmbeddedSession:
+        return EmbeddedSession(self)
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def _load(self) -> None:
+        assert self._dir is not None
+        path = self._dir / STATE_FILE
+        if not path.exists():
+            return
+        state = json.loads(path.read_text())
+        self._zxid = state["zxid"]
+        for p, n in state["nodes"].items():
+            self._nodes[p] = _Node(
+                base64.b64decode(n["data"]),
+                n["version"],
+                n["cversion"],
+                0,
+                n["czxid"],
+                n["mzxid"],
+                seq=n.get("seq", 0),
+            )
+        for p in self._nodes:
+            if p != "/":
+                self._nodes[parent_of(p)].children.add(p.rsplit("/", 1)[1])
+
+    def _persist(self) -> None:
+        if self._dir is None:
+            return
+        nodes = {
+            p: {
+                "data": base64.b64encode(n.data).decode(),
+                "version": n.version,
+                "cversion": n.cversion,
+                "czxid": n.czxid,
+                "mzxid": n.mzxid,
+                "seq": n.seq,
+            }
+            for p, n in self._nodes.items()
+            if p != "/" and n.ephemeral_owner == 0
+        }
+        write_atomically(
+            self._dir / STATE_FILE, json.dumps({"zxid": self._zxid, "nodes": nodes}).encode()
+        )
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def open_session(self) -> int:
+        sid = self._next_session
+        self._next_session += 1
+        self._sessions.add(sid)
+        return sid
+
+    def close_session(self, sid: int) -> None:
+        if sid not in self._sessions:
+            return
+        self._sessions.discard(sid)
+        doomed = [p for p, n in self._nodes.items() if n.ephemeral_owner == sid]
+        for p in sorted(doomed, key=len, reverse=True):
+            self._apply([DeleteOp(p)], sid)
+
+    def _check_session(self, sid: int) -> None:
+        if sid not in self._sessions:
+            raise SessionExpiredError(f"session {sid} is closed")
+
+    # -- operations ----------------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], sid: int) -> list[str | Stat | None]:
+        self._check_session(sid)
+        return self._apply(ops, sid)
+
+    def _apply(self, ops: Sequence[Op], sid: int) -> list[str | Stat | None]:
+        # Validate against a shadow view first so that a failing op changes nothing.
+        self._validate(ops)
+        results: list[str | Stat | None] = []
+        fired: list[tuple[list[Watcher], WatchedEvent]] = []
+        persist = False
+        for op in ops:
+            self._zxid += 1
+            if isinstance(op, CreateOp):
+                parent = self._nodes[parent_of(op.path)]
+                path = op.path
+                if op.sequential:
+                    path = f"{op.path}{parent.seq:010d}"
+                    parent.seq += 1
+                owner = sid if op.ephemeral else 0
+                self._nodes[path] = _Node(op.data, 0, 0, owner, self._zxid, self._zxid)
+                parent.children.add(path.rsplit("/", 1)[1])
+                parent.cversion += 1
+                fired.append(self._take(self._data_watches, path, EventType.CREATED))
+                fired.append(self._take(self._child_watches, parent_of(path), EventType.CHILD))
+                persist = persist or not op.ephemeral or op.sequential
+                results.append(path)
+            elif isinstance(op, SetDataOp):
+                node = self._nodes[op.path]
+                node.data = op.data
+                node.version += 1
+                node.mzxid = self._zxid
+                fired.append(self._take(self._data_watches, op.path, EventType.CHANGED))
+                persist = persist or node.ephemeral_owner == 0
+                results.append(node.stat())
+            elif isinstance(op, DeleteOp):
+                node = self._nodes.pop(op.path)
+                parent = self._nodes[parent_of(op.path)]
+                parent.children.discard(op.path.rsplit("/", 1)[1])
+                parent.cversion += 1
+                fired.append(self._take(self._data_watches, op.path, EventType.DELETED))
+                fired.append(self._take(self._child_watches, op.path, EventType.DELETED))
+                fired.append(self._take(self._child_watches, parent_of(op.path), EventType.CHILD))
+                persist = persist or node.ephemeral_owner == 0
+                results.append(None)
+            else:
+                results.append(None)
+        if persist:
+            self._persist()
+        self._deliver(fired)
+        return results
+
+    def _validate(self, ops: Sequence[Op]) -> None:
+        """Check every op against the tree as the earlier ops would leave it."""
+        created: set[str] = set()
+        deleted: set[str] = set()
+        versions: dict[str, int] = {}
+
+        def exists(p: str) -> bool:
+            return p not in deleted and (p in created or p in self._nodes)
+
+        def children(p: str) -> int:
+            n = self._nodes.get(p)
+            base = {f"{p.rstrip('/')}/{c}" for c in n.children} if n else set()
+            extra = {c for c in created if parent_of(c) == p}
+            return len((base | extra) - deleted)
+
+        for op in ops:
+            validate_path(op.path)
+            if isinstance(op, CreateOp):
+                parent = parent_of(op.path)
+                if not exists(parent):
+                    raise NoNodeError(parent)
+                pnode = self._nodes.get(parent)
+                if pnode is not None and pnode.ephemeral_owner:
+                    raise NoNodeError(f"{parent} is ephemeral: it cannot have children")
+                if not op.sequential and exists(op.path):
+                    raise NodeExistsError(op.path)
+                created.add(op.path)
+                deleted.discard(op.path)
+                continue
+            if not exists(op.path):
+                raise NoNodeError(op.path)
+            node = self._nodes.get(op.path)
+            current = versions.get(op.path, node.version if node and op.path not in created else 0)
+            if op.version not in (ANY_VERSION, current):
+                raise BadVersionError(f"{op.path}: version {op.version}, current {current}")
+            if isinstance(op, SetDataOp):
+                versions[op.path] = current + 1
+            elif isinstance(op, DeleteOp):
+                if op.path == "/":
+                    raise BadVersionError("cannot delete /")
+                if children(op.path):
+                    raise NotEmptyError(op.path)
+                deleted.add(op.path)
+                created.discard(op.path)
+            elif isinstance(op, CheckOp):
+                pass
+
+    @staticmethod
+    def _take(
+        table: dict[str, list[Watcher]], path: str, kind: EventType
+    ) -> tuple[list[Watcher], WatchedEvent]:
+        return table.pop(path, []), WatchedEvent(kind, path)
+
+    def _deliver(self, fired: list[tuple[list[Watcher], WatchedEvent]]) -> None:
+        loop = asyncio.get_running_loop()
+        for watchers, event in fired:
+            for w in watchers:
+                loop.call_soon(w, event)
+
+    def get(self, path: str, watch: Watcher | None, sid: int) -> tuple[bytes, Stat]:
+        self._check_session(sid)
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if watch is not None:
+            self._add(self._data_watches, path, watch)
+        return node.data, node.stat()
+
+    def exists(self, path: str, watch: Watcher | None, sid: int) -> Stat | None:
+        self._check_session(sid)
+        if watch is not None:
+            self._add(self._data_watches, path, watch)
+        node = self._nodes.get(path)
+        return None if node is None else node.stat()
+
+    def children(self, path: str, watch: Watcher | None, sid: int) -> list[str]:
+        self._check_session(sid)
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if watch is not None:
+            self._add(self._child_watches, path, watch)
+        return sorted(node.children)
+
+    @staticmethod
+    def _add(table: dict[str, list[Watcher]], path: str, watch: Watcher) -> None:
+        watchers = table.setdefault(path, [])
+        if watch not in watchers:
+            watchers.append(watch)
+
+    def subtree(self, path: str) -> list[str]:
+        """Paths under `path`, deepest first."""
+        prefix = path.rstrip("/") + "/"
+        return sorted((p for p in self._nodes if p.startswith(prefix)), key=len, reverse=True)
+
+
+class EmbeddedSession(MetadataStore):
+    def __init__(self, tree: EmbeddedTree) -> None:
+        self._tree = tree
+        self._sid = 0
+
+    @property
+    def session_id(self) -> int:
+        return self._sid
+
+    async def start(self) -> None:
+        self._sid = self._tree.open_session()
+
+    async def close(self) -> None:
+        self._tree.close_session(self._sid)
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        if make_parents:
+            await self.ensure_path(parent_of(path))
+        result = self._tree.apply([CreateOp(path, data, ephemeral, sequential)], self._sid)[0]
+        assert isinstance(result, str)
+        return result
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        return self._tree.get(path, watch, self._sid)
+
+    async def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> Stat:
+        result = self._tree.apply([SetDataOp(path, data, version)], self._sid)[0]
+        assert isinstance(result, Stat)
+        return result
+
+    async def delete(self, path: str, version: int = ANY_VERSION, recursive: bool = False) -> None:
+        ops: list[Op] = []
+        if recursive:
+            ops = [DeleteOp(p) for p in self._tree.subtree(path)]
+        ops.append(DeleteOp(path, version))
+        self._tree.apply(ops, self._sid)
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        return self._tree.exists(path, watch, self._sid)
+
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        return self._tree.children(path, watch, self._sid)
+
+    async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
+        return self._tree.apply(ops, self._sid)

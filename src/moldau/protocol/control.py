@@ -1,0 +1,123 @@
+"""Controller-to-broker requests: LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6),
+with the field shapes of Kafka 3.x's JSON schemas (kio lacks them: Kafka 4.0
+removed them). In embedded mode they are delivered in-process as these objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    is_new: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LiveLeader:
+    broker_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+    topic_ids: dict[str, UUID]
+    live_leaders: tuple[LiveLeader, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionError:
+    topic: str
+    partition: int
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse:
+    error_code: int
+    partition_errors: tuple[PartitionError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaPartitionState:
+    topic: str
+    partition: int
+    leader_epoch: int
+    delete_partition: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[StopReplicaPartitionState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaResponse:
+    error_code: int
+    partition_errors: tuple[PartitionError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataEndpoint:
+    port: int
+    host: str
+    listener: str
+    security_protocol: int = 0  # PLAINTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataBroker:
+    id: int
+    endpoints: tuple[UpdateMetadataEndpoint, ...]
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[UpdateMetadataPartitionState, ...]
+    live_brokers: tuple[UpdateMetadataBroker, ...]
+    topic_ids: dict[str, UUID] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataResponse:
+    error_code: int
+
+
+ControlRequest = LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest
+ControlResponse = LeaderAndIsrResponse | StopReplicaResponse | UpdateMetadataResponse

@@ -1,0 +1,348 @@
+"""Kafka record batches (magic v2): the 61-byte header, CRC32C, and, where a feature
+needs it, the records inside.
+
+The append path only ever looks at the header: `BatchHeader.parse` and
+`validate_batch`. Decoding records (`iter_records`) is for features that need them:
+exact offset-by-timestamp lookups, compaction, tests.
+
+Layout of the header (big-endian):
+  0 baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
+  17 crc uint32 (covers byte 21 to the end) | 21 attributes int16 | 23 lastOffsetDelta int32
+  27 baseTimestamp int64 | 35 maxTimestamp int64 | 43 producerId int64
+  51 producerEpoch int16 | 53 baseSequence int32 | 57 recordsCount int32 | 61 records
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import cramjam
+import crc32c
+
+from moldau.protocol.errors import CorruptMessageError, InvalidRecordError
+from moldau.protocol.wire import Buffer, DecodeError
+
+HEADER_SIZE = 61
+# baseOffset + batchLength: the part of the header outside batchLength's count.
+LOG_OVERHEAD = 12
+MAGIC_V2 = 2
+
+OFFSET_BASE = 0
+OFFSET_LENGTH = 8
+OFFSET_LEADER_EPOCH = 12
+OFFSET_MAGIC = 16
+OFFSET_CRC = 17
+OFFSET_ATTRIBUTES = 21
+OFFSET_MAX_TIMESTAMP = 35
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_LENGTH = struct.Struct(">qi")
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08  # set: LogAppendTime
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+NO_TIMESTAMP = -1
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @classmethod
+    def parse(cls, buf: Buffer, pos: int = 0) -> BatchHeader:
+        if len(buf) - pos < HEADER_SIZE:
+            raise CorruptMessageError(f"record batch shorter than {HEADER_SIZE} bytes")
+        return cls(*_HEADER.unpack_from(buf, pos))
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes in the log."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & ATTR_COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & ATTR_TIMESTAMP_TYPE:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+
+def offset_and_length(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """baseOffset and batchLength of the batch at `pos` (its first 12 bytes)."""
+    base, length = _OFFSET_LENGTH.unpack_from(buf, pos)
+    return int(base), int(length)
+
+
+def compute_crc(batch: Buffer) -> int:
+    return int(crc32c.crc32c(memoryview(batch)[OFFSET_ATTRIBUTES:]))
+
+
+def validate_batch(batch: Buffer) -> BatchHeader:
+    """Check one v2 batch that arrived in a Produce request: size, magic, CRC32C,
+    and header fields whose nonsense Kafka refuses. No record is decoded."""
+    h = BatchHeader.parse(batch)
+    if h.magic != MAGIC_V2:
+        raise InvalidRecordError(f"record batch magic {h.magic} is not supported (only v2)")
+    if h.batch_length != len(batch) - LOG_OVERHEAD:
+        raise CorruptMessageError(
+            f"record batch length {h.batch_length} does not match its {len(batch)} bytes"
+        )
+    if h.crc != compute_crc(batch):
+        raise CorruptMessageError("record batch CRC32C mismatch")
+    if h.last_offset_delta < 0 or h.records_count <= 0:
+        raise InvalidRecordError("record batch has no records")
+    if h.records_count != h.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"record batch count {h.records_count} does not match "
+            f"lastOffsetDelta {h.last_offset_delta}"
+        )
+    if h.compression > Compression.ZSTD:
+        raise InvalidRecordError(f"unknown compression codec {h.compression}")
+    return h
+
+
+def split_batches(records: Buffer) -> list[memoryview]:
+    """Split a records field into whole batches; a torn last batch is an error."""
+    view = memoryview(records)
+    out = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < LOG_OVERHEAD:
+            raise CorruptMessageError("truncated record batch")
+        _, length = offset_and_length(view, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < HEADER_SIZE - LOG_OVERHEAD or end > len(view):
+            raise CorruptMessageError("truncated record batch")
+        out.append(view[pos:end])
+        pos = end
+    return out
+
+
+# -- records inside a batch ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
+    """A zig-zag varint (records use signed varints)."""
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise DecodeError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varint too long")
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def _zigzag(v: int) -> bytes:
+    z = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def decompress(codec: Compression, data: Buffer) -> bytes:
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.decompress(bytes(data)))
+    if codec == Compression.SNAPPY:
+        raw = bytes(data)
+        if raw.startswith(_XERIAL_MAGIC):
+            # Java's xerial framing: 16-byte header, then (int32 size, block)*.
+            out = bytearray()
+            pos = 16
+            while pos < len(raw):
+                (n,) = struct.unpack_from(">i", raw, pos)
+                out += bytes(cramjam.snappy.decompress_raw(raw[pos + 4 : pos + 4 + n]))
+                pos += 4 + n
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(raw))
+    if codec == Compression.LZ4:
+        return bytes(cramjam.lz4.decompress(bytes(data)))
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.decompress(bytes(data)))
+    raise InvalidRecordError(f"unknown compression codec {codec}")
+
+
+def compress(codec: Compression, data: bytes) -> bytes:
+    if codec == Compression.NONE:
+        return data
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == Compression.SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == Compression.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise InvalidRecordError(f"unknown compression codec {codec}")
+
+
+def iter_records(batch: Buffer) -> Iterator[Record]:
+    """Decode the records of one batch (decompressing if needed)."""
+    h = BatchHeader.parse(batch)
+    body = decompress(h.compression, memoryview(batch)[HEADER_SIZE : h.size])
+    pos = 0
+    log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
+    for _ in range(h.records_count):
+        length, pos = _varint(body, pos)
+        end = pos + length
+        if length < 0 or end > len(body):
+            raise CorruptMessageError("record runs past its batch")
+        pos += 1  # attributes (unused)
+        ts_delta, pos = _varint(body, pos)
+        off_delta, pos = _varint(body, pos)
+        key, pos = _varbytes(body, pos)
+        value, pos = _varbytes(body, pos)
+        n_headers, pos = _varint(body, pos)
+        headers = []
+        for _ in range(n_headers):
+            hk, pos = _varbytes(body, pos)
+            hv, pos = _varbytes(body, pos)
+            headers.append(((hk or b"").decode("utf-8", "replace"), hv))
+        if pos != end:
+            raise CorruptMessageError("record length does not match its fields")
+        ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+        yield Record(h.base_offset + off_delta, ts, key, value, tuple(headers))
+
+
+def _varbytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise CorruptMessageError("record field runs past its batch")
+    return buf[pos : pos + n], pos + n
+
+
+# (key, value) or (key, value, headers)
+NewRecord = (
+    tuple[bytes | None, bytes | None]
+    | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+)
+
+
+def build_batch(
+    records: Sequence[NewRecord],
+    *,
+    base_offset: int = 0,
+    timestamp: int = 0,
+    timestamps: Sequence[int] | None = None,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+) -> bytes:
+    """Encode a v2 batch of (key, value[, headers]) records. Used to write the
+    broker's own records (e.g. committed offsets) and by tests."""
+    body = bytearray()
+    stamps = list(timestamps) if timestamps is not None else [timestamp] * len(records)
+    base_ts = min(stamps) if stamps else timestamp
+    for i, rec in enumerate(records):
+        key, value = rec[0], rec[1]
+        headers: Sequence[tuple[str, bytes | None]] = rec[2] if len(rec) == 3 else ()
+        r = bytearray(b"\x00")
+        r += _zigzag(stamps[i] - base_ts)
+        r += _zigzag(i)
+        for field in (key, value):
+            if field is None:
+                r += _zigzag(-1)
+            else:
+                r += _zigzag(len(field)) + field
+        r += _zigzag(len(headers))
+        for hk, hv in headers:
+            hkb = hk.encode()
+            r += _zigzag(len(hkb)) + hkb
+            r += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
+        body += _zigzag(len(r)) + r
+    payload = compress(compression, bytes(body))
+    attributes = int(compression) | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
+    max_ts = max(stamps) if stamps else timestamp
+    header = bytearray(
+        _HEADER.pack(
+            base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            attributes,
+            len(records) - 1,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    )
+    batch = header + payload
+    struct.pack_into(">I", batch, OFFSET_CRC, compute_crc(batch))
+    return bytes(batch)

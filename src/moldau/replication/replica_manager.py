@@ -1,0 +1,336 @@
+"""ReplicaManager: the partitions this broker holds, and the produce and fetch paths
+through them (Kafka's ReplicaManager)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from moldau.clock import Clock
+from moldau.protocol.control import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    PartitionError,
+    StopReplicaRequest,
+    StopReplicaResponse,
+)
+from moldau.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from moldau.protocol.produce import ProducePartitionResponse
+from moldau.replication.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
+from moldau.replication.partition import FetchIsolation, LogReadInfo, Partition
+from moldau.replication.purgatory import DelayedOperationPurgatory, Timer
+from moldau.storage.checkpoint import OffsetCheckpointFile
+from moldau.storage.log import EMPTY, FetchDataInfo
+from moldau.storage.log_config import LogConfig
+from moldau.storage.log_manager import LogManager
+from moldau.storage.partition_name import TopicPartition
+
+log = logging.getLogger(__name__)
+
+HW_CHECKPOINT = "replication-offset-checkpoint"
+# Fetch requests from consumers carry this replica id.
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(slots=True)
+class FetchPartitionRead:
+    """One partition of a fetch: what was asked, and what was read."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    current_leader_epoch: int
+    max_bytes: int
+    error: ErrorCode = ErrorCode.none
+    info: LogReadInfo | None = None
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        clock: Clock,
+        timer: Timer,
+        log_config: Callable[[str], LogConfig],
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.clock = clock
+        self.log_config = log_config
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = 0
+        self.produce_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedProduce] = (
+            DelayedOperationPurgatory("Produce", timer)
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedFetch] = (
+            DelayedOperationPurgatory("Fetch", timer)
+        )
+        self._hw_checkpoints: dict[TopicPartition, int] = {}
+        # Called with each partition this broker starts or stops leading.
+        self.on_leadership_change: list[Callable[[TopicPartition, bool], None]] = []
+
+    def startup(self) -> None:
+        for d in self.log_manager.log_dirs:
+            try:
+                self._hw_checkpoints.update(OffsetCheckpointFile(d / HW_CHECKPOINT).read())
+            except ValueError as e:
+                log.warning("ignoring %s: %s", d / HW_CHECKPOINT, e)
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        for tp, p in self.partitions.items():
+            if p.log is not None:
+                by_dir[p.log.dir.parent][tp] = p.high_watermark
+        for d, hws in by_dir.items():
+            OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def get_partition_or_error(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
+        return p
+
+    def leader_partition_or_error(self, tp: TopicPartition) -> Partition:
+        p = self.get_partition_or_error(tp)
+        if not p.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {tp}")
+        return p
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        p = self.partitions.get(tp)
+        return p.high_watermark if p is not None else 0
+
+    # -- control requests ----------------------------------------------------------------
+
+    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        if request.controller_epoch < self.controller_epoch:
+            log.warning(
+                "ignoring LeaderAndIsr of controller epoch %d < %d",
+                request.controller_epoch, self.controller_epoch,
+            )  # fmt: skip
+            return LeaderAndIsrResponse(ErrorCode.stale_controller_epoch)
+        self.controller_epoch = request.controller_epoch
+        errors = []
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic, state.partition)
+            if self.broker_id not in state.replicas:
+                errors.append(
+                    PartitionError(tp.topic, tp.partition, ErrorCode.unknown_topic_or_partition)
+                )
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None:
+                partition = Partition(
+                    tp, self.broker_id, self.log_manager, self.log_config, self.clock
+                )
+                self.partitions[tp] = partition
+            elif state.leader_epoch < partition.leader_epoch:
+                errors.append(
+                    PartitionError(tp.topic, tp.partition, ErrorCode.stale_controller_epoch)
+                )
+                continue
+            topic_id = request.topic_ids.get(tp.topic)
+            was_leader = partition.is_leader
+            if state.leader == self.broker_id:
+                partition.make_leader(state, topic_id, self._hw_checkpoints.get(tp))
+            else:
+                partition.make_follower(state, topic_id, self._hw_checkpoints.get(tp))
+            errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
+            if was_leader != partition.is_leader:
+                for listener in self.on_leadership_change:
+                    listener(tp, partition.is_leader)
+            # Waiting requests must learn of the change.
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        self.checkpoint_high_watermarks()
+        return LeaderAndIsrResponse(ErrorCode.none, tuple(errors))
+
+    def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
+        if request.controller_epoch < self.controller_epoch:
+            return StopReplicaResponse(ErrorCode.stale_controller_epoch)
+        self.controller_epoch = request.controller_epoch
+        errors = []
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic, state.partition)
+            partition = self.partitions.get(tp)
+            if state.delete_partition:
+                self.partitions.pop(tp, None)
+                if partition is not None:
+                    if partition.is_leader:
+                        for listener in self.on_leadership_change:
+                            listener(tp, False)
+                    partition.leader_id = -1
+                self._hw_checkpoints.pop(tp, None)
+                self.log_manager.delete_log(tp)
+            elif partition is not None:
+                if partition.is_leader:
+                    for listener in self.on_leadership_change:
+                        listener(tp, False)
+                partition.leader_id = -1
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+            errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
+        return StopReplicaResponse(ErrorCode.none, tuple(errors))
+
+    # -- produce -------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        required_acks: int,
+        timeout_ms: int,
+        entries: dict[TopicPartition, memoryview | None],
+        respond: Callable[[dict[TopicPartition, ProducePartitionResponse]], None],
+    ) -> None:
+        """Append to the leaders' logs; `respond` is called with every partition's
+        result, now (acks 0/1, or an error) or once the ISR has the records (acks=all)."""
+        results: dict[TopicPartition, ProducePartitionResponse] = {}
+        status: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, batch in entries.items():
+            response = ProducePartitionResponse(tp.partition)
+            results[tp] = response
+            try:
+                if batch is None:
+                    raise UnknownTopicOrPartitionError("no records")
+                partition = self.get_partition_or_error(tp)
+                info = partition.append_records_to_leader(batch, required_acks)
+            except KafkaError as e:
+                response.error_code = e.code
+                response.error_message = e.message or None
+                continue
+            response.base_offset = info.first_offset
+            response.log_append_time_ms = info.log_append_time
+            response.log_start_offset = info.log_start_offset
+            status[tp] = ProducePartitionStatus(info.last_offset + 1, response)
+            # New data may satisfy waiting fetches (followers' or, with a moved HW,
+            # consumers').
+            self.fetch_purgatory.check_and_complete(tp)
+        if required_acks != -1 or not status:
+            respond(results)
+            return
+        for tp, response in results.items():
+            if tp not in status:
+                status[tp] = ProducePartitionStatus(0, response, acks_pending=False)
+        op = DelayedProduce(timeout_ms, status, self, respond)
+        self.produce_purgatory.try_complete_else_watch(op, list(status))
+
+    # -- fetch ---------------------------------------------------------------------------
+
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        partitions: list[FetchPartitionRead],
+        respond: Callable[[list[FetchPartitionRead]], None],
+    ) -> None:
+        reads = self.read_from_local_log(params, partitions)
+        readable = sum(r.info.data.size for r in reads if r.info is not None)
+        errored = any(r.error != ErrorCode.none for r in reads)
+        if params.max_wait_ms <= 0 or not reads or readable >= params.min_bytes or errored:
+            respond(reads)
+            return
+        op = DelayedFetch(params, partitions, self, respond)
+        self.fetch_purgatory.try_complete_else_watch(op, [p.tp for p in partitions])
+
+    def read_from_local_log(
+        self, params: FetchParams, partitions: list[FetchPartitionRead]
+    ) -> list[FetchPartitionRead]:
+        limit = params.max_bytes
+        min_one = True
+        out = []
+        for p in partitions:
+            read = FetchPartitionRead(p.tp, p.fetch_offset, p.current_leader_epoch, p.max_bytes)
+            try:
+                partition = self.get_partition_or_error(p.tp)
+                info = partition.read_records(
+                    p.fetch_offset,
+                    p.current_leader_epoch,
+                    min(p.max_bytes, limit),
+                    params.isolation,
+                    fetch_only_from_leader=True,
+                    min_one_message=min_one,
+                )
+                if params.is_from_follower:
+                    self._update_follower_fetch_state(partition, params.replica_id, p.fetch_offset)
+                read.info = info
+                size = info.data.size
+                limit = max(0, limit - size)
+                if size > 0:
+                    min_one = False
+            except KafkaError as e:
+                read.error = e.code
+                partition_or_none = self.partitions.get(p.tp)
+                if partition_or_none is not None and partition_or_none.log is not None:
+                    lg = partition_or_none.log
+                    read.info = LogReadInfo(
+                        FetchDataInfo(p.fetch_offset, EMPTY),
+                        partition_or_none.high_watermark,
+                        lg.log_start_offset,
+                        lg.log_end_offset,
+                        partition_or_none.high_watermark,
+                    )
+            out.append(read)
+        return out
+
+    def _update_follower_fetch_state(
+        self, partition: Partition, replica_id: int, offset: int
+    ) -> None:
+        remote = partition.remote_replicas.get(replica_id)
+        if remote is None:
+            return
+        now = self.clock.monotonic_ms()
+        remote.log_end_offset = offset
+        remote.last_fetch_time_ms = now
+        if partition.log is not None and offset >= partition.log.log_end_offset:
+            remote.last_caught_up_time_ms = now
+        if partition.maybe_increment_leader_hw():
+            self.produce_purgatory.check_and_complete(partition.tp)
+            self.fetch_purgatory.check_and_complete(partition.tp)
+
+    def bytes_available(self, params: FetchParams, p: FetchPartitionRead) -> int:
+        """Bytes a delayed fetch could now return for `p`; -1 if the partition's
+        situation changed so that the fetch must answer now."""
+        partition = self.partitions.get(p.tp)
+        if partition is None or partition.log is None or not partition.is_leader:
+            return -1
+        if 0 <= p.current_leader_epoch != partition.leader_epoch:
+            return -1
+        lg = partition.log
+        end = (
+            lg.log_end_offset
+            if params.isolation == FetchIsolation.LOG_END
+            else partition.high_watermark
+        )
+        if p.fetch_offset < lg.log_start_offset or p.fetch_offset > lg.log_end_offset:
+            return -1
+        if end <= p.fetch_offset:
+            return 0
+        return lg.read(p.fetch_offset, p.max_bytes, end, True).size

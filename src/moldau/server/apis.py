@@ -1,0 +1,136 @@
+"""The request handler (Kafka's KafkaApis): parse the header, dispatch by api key
+and version, and translate errors to the wire at this one boundary.
+
+- A frame whose header or body cannot be parsed closes its connection.
+- ApiVersions in a version this broker does not know gets the v0 response with
+  UNSUPPORTED_VERSION and the full key list, so the client can pick a version.
+- Another API in an unsupported version gets UNSUPPORTED_VERSION in the top-level
+  error code where the schema has one; otherwise the connection is closed (Kafka).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from moldau.protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
+from moldau.protocol.codec import (
+    RequestHeader,
+    encode_body,
+    error_response,
+    parse_request_header,
+    response_header_bytes,
+)
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.fetch import Part, part_size
+from moldau.protocol.wire import DecodeError, pack_i32
+from moldau.server.handlers.api_versions import api_versions_response, handle_api_versions
+from moldau.server.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from moldau.server.handlers.fetch import handle_fetch
+from moldau.server.handlers.list_offsets import handle_list_offsets
+from moldau.server.handlers.metadata import handle_describe_cluster, handle_metadata
+from moldau.server.handlers.offsets import (
+    handle_find_coordinator,
+    handle_offset_commit,
+    handle_offset_fetch,
+)
+from moldau.server.handlers.produce import handle_produce
+from moldau.server.handlers.producer_ids import handle_init_producer_id
+from moldau.server.handlers.topics import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+)
+from moldau.server.network import CloseConnection, Connection
+from moldau.server.request import RawBody, RequestContext
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Broker", RequestContext], Awaitable[Any]]
+
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+}
+
+# Advertise only what has a handler.
+assert set(HANDLERS) == set(SUPPORTED_VERSIONS), set(SUPPORTED_VERSIONS) ^ set(HANDLERS)
+
+
+class KafkaApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def handle(self, conn: Connection, frame: memoryview) -> list[Part] | None:
+        try:
+            header, offset = parse_request_header(frame)
+        except DecodeError as e:
+            raise CloseConnection(f"malformed request header: {e}") from e
+        key, version = header.api_key, header.api_version
+        if not is_supported(key, version):
+            return self._unsupported(header)
+        ctx = RequestContext(header, frame, offset, conn.client)
+        try:
+            response = await HANDLERS[ApiKey(key)](self.broker, ctx)
+        except DecodeError as e:
+            raise CloseConnection(f"malformed {ApiKey(key).name} v{version} request: {e}") from e
+        except KafkaError as e:
+            return self._error(header, e.code, str(e))
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("unexpected error handling %s v%d", ApiKey(key).name, version)
+            return self._error(header, ErrorCode.unknown_server_error, "unexpected error")
+        if response is None:
+            return None
+        return frame_response(header, response)
+
+    def _unsupported(self, header: RequestHeader) -> list[Part]:
+        if header.api_key == ApiKey.API_VERSIONS:
+            # The v0 fallback: header v0 and body v0, whatever the client asked.
+            body = encode_body(api_versions_response(0, ErrorCode.unsupported_version))
+            head = pack_i32(header.correlation_id)
+            return [pack_i32(len(head) + len(body)) + head + body]
+        return self._error(
+            header,
+            ErrorCode.unsupported_version,
+            f"api {header.api_key} v{header.api_version} is not supported",
+        )
+
+    def _error(self, header: RequestHeader, code: ErrorCode, message: str) -> list[Part]:
+        response = error_response(header.api_key, header.api_version, code)
+        if response is None:
+            raise CloseConnection(f"api {header.api_key} v{header.api_version}: {message}")
+        return frame_response(header, response)
+
+
+def frame_response(header: RequestHeader, response: Any) -> list[Part]:
+    """Size, response header and body, as parts."""
+    head = response_header_bytes(header)
+    if isinstance(response, RawBody):
+        size = len(head) + sum(part_size(p) for p in response.parts)
+        return [pack_i32(size) + head, *response.parts]
+    body = encode_body(response)
+    return [pack_i32(len(head) + len(body)) + head + body]

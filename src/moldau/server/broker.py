@@ -1,0 +1,291 @@
+"""Broker: one Kafka broker's lifecycle. It wires the storage, replication,
+coordinator, controller and network layers together, starts them in order and
+stops them in reverse; every background task it runs belongs to its TaskOwner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.config.broker import BrokerConfig
+from moldau.controller.admin import TopicAdmin
+from moldau.controller.channel import BrokerTransport, InProcessTransport
+from moldau.controller.controller import Controller
+from moldau.coordinator.group_coordinator import GroupCoordinator
+from moldau.coordinator.producer_ids import ProducerIdManager
+from moldau.metadata.client import MetadataClient
+from moldau.metadata.store import MetadataStore
+from moldau.metadata.znodes import BrokerRegistration, EndPoint, new_cluster_id
+from moldau.protocol.control import (
+    ControlRequest,
+    ControlResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from moldau.protocol.errors import ErrorCode, InvalidConfigError
+from moldau.replication.purgatory import AsyncioTimer, Timer
+from moldau.replication.replica_manager import ReplicaManager
+from moldau.server.admin_manager import AdminManager
+from moldau.server.apis import KafkaApis
+from moldau.server.metadata_cache import MetadataCache
+from moldau.server.network import SocketServer
+from moldau.server.topic_configs import TopicConfigs
+from moldau.storage.log_manager import LogManager
+from moldau.storage.partition_name import TopicPartition
+from moldau.tasks import TaskOwner
+
+log = logging.getLogger(__name__)
+
+# How long start-up waits for the controller's first UpdateMetadata.
+STARTUP_METADATA_TIMEOUT_S = 30.0
+HW_CHECKPOINT_INTERVAL_MS = 5000
+FILE_DELETE_CHECK_INTERVAL_MS = 1000
+IDLE_CHECK_INTERVAL_MS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(values: list[str]) -> list[Listener]:
+    """`NAME://host:port` entries; only PLAINTEXT listeners exist here."""
+    out = []
+    for value in values:
+        name, sep, rest = value.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if not sep or not colon or not port.isdigit():
+            raise InvalidConfigError(f"Invalid listener {value!r}: expected NAME://host:port")
+        if name.upper() != "PLAINTEXT":
+            raise InvalidConfigError(f"Listener {value!r}: only PLAINTEXT listeners are supported")
+        out.append(Listener(name.upper(), host.strip("[]"), int(port)))
+    if len({listener.name for listener in out}) != len(out):
+        raise InvalidConfigError("Each listener must have a distinct name")
+    return out
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        transport: BrokerTransport,
+        clock: Clock = SYSTEM_CLOCK,
+        timer: Timer | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        if self.broker_id < 0:
+            raise InvalidConfigError("broker.id must be set (0 or more)")
+        self.clock = clock
+        self.timer = timer or AsyncioTimer()
+        self.store = store
+        self.client = MetadataClient(store)
+        self.transport = transport
+        self.cluster_id = ""
+        self.epoch = -1
+        self.log_manager = LogManager(config.log_dirs, clock, self.broker_id)
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config
+        )
+        self.group_coordinator = GroupCoordinator(
+            self.broker_id,
+            self.replica_manager,
+            clock,
+            config["offsets.topic.num.partitions"],
+            config["offset.metadata.max.bytes"],
+        )
+        self.producer_ids = ProducerIdManager(self.broker_id, store)
+        self.admin_manager = AdminManager(
+            config, TopicAdmin(self.client), self.metadata_cache, self.timer
+        )
+        self.controller = Controller(
+            self.broker_id,
+            self.client,
+            transport,
+            clock,
+            self._unclean_election_enabled,
+            config["delete.topic.enable"],
+        )
+        self.apis = KafkaApis(self)
+        self.listeners = parse_listeners(config["listeners"])
+        self.servers: list[SocketServer] = []
+        # Encoded Metadata responses, keyed on the metadata cache version.
+        self.metadata_responses: dict[tuple[Any, ...], bytes] = {}
+        self.tasks = TaskOwner(f"broker-{self.broker_id}")
+        self._metadata_ready = asyncio.Event()
+        self.metadata_cache.listeners.append(self._on_metadata)
+        self.started = False
+
+    # -- start-up ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        config = self.config
+        await self.store.start()
+        await self.client.create_top_level_paths()
+        self.cluster_id = await self.client.get_or_create_cluster_id(
+            config["cluster.id"] or new_cluster_id()
+        )
+        await self.topic_configs.load(self._topics_on_disk())
+        self.log_manager.startup(self.topic_configs.log_config, self.cluster_id)
+        self.replica_manager.startup()
+        await self.topic_configs.start()
+        for listener in self.listeners:
+            server = SocketServer(
+                listener.host,
+                listener.port,
+                listener.name,
+                self.apis.handle,
+                config["socket.request.max.bytes"],
+                config["max.connections"],
+                self.clock.monotonic_ms,
+            )
+            await server.start()
+            self.servers.append(server)
+        if isinstance(self.transport, InProcessTransport):
+            self.transport.brokers[self.broker_id] = self
+        registration = BrokerRegistration(self.broker_id, self.advertised_endpoints(), config.rack)
+        self.epoch = await self.client.register_broker(registration, self.clock.milliseconds())
+        await self.controller.start()
+        try:
+            await asyncio.wait_for(self._metadata_ready.wait(), STARTUP_METADATA_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("broker %d: no metadata from the controller yet", self.broker_id)
+        self._start_background_tasks()
+        self.started = True
+
+    def _topics_on_disk(self) -> set[str]:
+        topics = set()
+        for d in self.log_manager.log_dirs:
+            if not d.exists():
+                continue
+            for path in d.iterdir():
+                if path.is_dir():
+                    with contextlib.suppress(ValueError):
+                        topics.add(TopicPartition.parse_dir_name(path.name).topic)
+        return topics
+
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
+        """advertised.listeners if set, else the listeners with their bound ports
+        (and this host's name where they bind every interface)."""
+        bound = {s.listener_name: s.port for s in self.servers}
+        advertised = self.config["advertised.listeners"]
+        listeners = parse_listeners(advertised) if advertised else self.listeners
+        out = []
+        for listener in listeners:
+            host = listener.host
+            if host in ("", "0.0.0.0", "::"):
+                host = socket.getfqdn()
+            port = listener.port or bound.get(listener.name, listener.port)
+            out.append(EndPoint(listener.name, host, port))
+        return tuple(out)
+
+    @property
+    def port(self) -> int:
+        """The first listener's bound port (useful with port 0)."""
+        return self.servers[0].port
+
+    def _on_metadata(self) -> None:
+        if self.broker_id in self.metadata_cache.brokers:
+            self._metadata_ready.set()
+
+    def _start_background_tasks(self) -> None:
+        config = self.config
+        self._every("retention", config["log.retention.check.interval.ms"], self._retention)
+        self._every("flush", 1000, self._flush)
+        self._every(
+            "checkpoint",
+            config["log.flush.offset.checkpoint.interval.ms"],
+            self._checkpoint_offsets,
+        )
+        self._every("hw-checkpoint", HW_CHECKPOINT_INTERVAL_MS, self._checkpoint_hws)
+        self._every("file-delete", FILE_DELETE_CHECK_INTERVAL_MS, self._delete_files)
+        self._every("idle", IDLE_CHECK_INTERVAL_MS, self._close_idle)
+
+    def _every(self, name: str, interval_ms: int, fn: Callable[[], Any]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+
+        self.tasks.spawn(loop(), name)
+
+    def _retention(self) -> None:
+        deleted = self.log_manager.cleanup_logs(self.replica_manager.high_watermark)
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+
+    async def _flush(self) -> None:
+        for lg, offset in self.log_manager.logs_due_for_flush():
+            # fsync blocks: keep it off the event loop.
+            await asyncio.to_thread(lg.flush, offset)
+
+    def _checkpoint_offsets(self) -> None:
+        self.log_manager.checkpoint()
+
+    def _checkpoint_hws(self) -> None:
+        self.replica_manager.checkpoint_high_watermarks()
+
+    def _delete_files(self) -> None:
+        self.log_manager.delete_expired_files()
+
+    def _close_idle(self) -> None:
+        for server in self.servers:
+            server.close_idle(self.config["connections.max.idle.ms"])
+
+    # -- control requests from the controller -------------------------------------------
+
+    async def handle_control_request(self, request: ControlRequest) -> ControlResponse:
+        if isinstance(request, LeaderAndIsrRequest):
+            await self.topic_configs.ensure_loaded({s.topic for s in request.partition_states})
+            return self.replica_manager.become_leader_or_follower(request)
+        if isinstance(request, StopReplicaRequest):
+            response = self.replica_manager.stop_replicas(request)
+            for s in request.partition_states:
+                if s.delete_partition and not any(
+                    tp.topic == s.topic for tp in self.replica_manager.partitions
+                ):
+                    self.topic_configs.forget(s.topic)
+            return response
+        if isinstance(request, UpdateMetadataRequest):
+            self.metadata_cache.update(request)
+            return UpdateMetadataResponse(ErrorCode.none)
+        raise TypeError(f"unknown control request {type(request).__name__}")
+
+    async def _unclean_election_enabled(self, topic: str) -> bool:
+        overrides = await self.client.get_topic_config(topic)
+        value = overrides.get("unclean.leader.election.enable")
+        if value is not None:
+            return value.strip().lower() == "true"
+        return bool(self.config["unclean.leader.election.enable"])
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Stop serving, then flush and close every log (a clean shutdown)."""
+        for server in self.servers:
+            await server.stop()
+        await self.tasks.close()
+        await self.controller.close()
+        await self.topic_configs.close()
+        await self.group_coordinator.close()
+        self.replica_manager.shutdown()
+        self.log_manager.shutdown()
+        if isinstance(self.transport, InProcessTransport):
+            self.transport.brokers.pop(self.broker_id, None)
+        await self.store.close()
+        self.started = False

@@ -1,0 +1,54 @@
+"""ListOffsets (2): earliest, latest, max timestamp, or the first offset at or after a
+timestamp, per partition."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import build_response
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.partition import FetchIsolation
+from moldau.server.handlers.fetch import READ_COMMITTED
+from moldau.server.request import RequestContext, Response
+from moldau.storage.partition_name import TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+
+async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    version = ctx.version
+    if req.replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
+    elif version >= 2 and req.isolation_level == READ_COMMITTED:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
+    topics = []
+    for t in req.topics:
+        partitions: list[dict[str, Any]] = []
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            entry: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "timestamp": -1,
+                "offset": -1,
+            }
+            try:
+                partition = broker.replica_manager.get_partition_or_error(tp)
+                found = partition.fetch_offset_for_timestamp(
+                    p.timestamp,
+                    isolation,
+                    p.current_leader_epoch if version >= 4 else -1,
+                    fetch_only_from_leader=req.replica_id != -2,
+                )
+                entry["error_code"] = ErrorCode.none
+                if found is not None:
+                    entry["timestamp"], entry["offset"], entry["leader_epoch"] = found
+            except KafkaError as e:
+                entry["error_code"] = e.code
+            partitions.append(entry)
+        topics.append({"name": t.name, "partitions": partitions})
+    return build_response(ApiKey.LIST_OFFSETS, version, {"throttle_time": 0, "topics": topics})

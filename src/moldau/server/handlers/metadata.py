@@ -1,0 +1,174 @@
+"""Metadata (3) and DescribeCluster (60), answered from the metadata cache.
+
+Metadata may create unknown topics (auto.create.topics.enable) and then answers
+LEADER_NOT_AVAILABLE for them, as Kafka does; the client asks again. Encoded
+responses are cached until the metadata changes: kio's encoder is slow and
+clients ask often."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from moldau.controller.admin import INTERNAL_TOPICS, NewTopic, validate_topic_name
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import build_response, encode_body
+from moldau.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from moldau.server.request import RawBody, RequestContext, Response
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+_CACHE_LIMIT = 256
+
+
+async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    version = ctx.version
+    cache = broker.metadata_cache
+    if req.topics is None or (version == 0 and not req.topics):
+        requested: list[str] | None = None
+    else:
+        requested = [t.name for t in req.topics if t.name is not None]
+        if version >= 10 and any(t.name is None for t in req.topics):
+            # Lookup by topic id.
+            by_id = {v: k for k, v in cache.topic_ids.items()}
+            requested += [
+                by_id[t.topic_id] for t in req.topics if t.name is None and t.topic_id in by_id
+            ]
+    allow_auto = True if version < 4 else bool(req.allow_auto_topic_creation)
+    key = (
+        cache.version,
+        version,
+        None if requested is None else tuple(requested),
+        ctx.client.listener,
+    )
+    cached = broker.metadata_responses.get(key)
+    if cached is not None:
+        return RawBody([cached])
+    topics: list[dict[str, Any]] = []
+    cacheable = True
+    names = cache.topics() if requested is None else list(dict.fromkeys(requested))
+    for name in names:
+        if cache.contains_topic(name):
+            topics.append(_topic(broker, name, version))
+            continue
+        cacheable = False
+        error = await _unknown_topic(broker, name, allow_auto)
+        topics.append({"error_code": error, "name": name, "is_internal": name in INTERNAL_TOPICS})
+    brokers = []
+    for b in sorted(cache.brokers.values(), key=lambda b: b.id):
+        for ep in b.endpoints:
+            if ep.listener == ctx.client.listener:
+                brokers.append({"node_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack})
+    body = encode_body(
+        build_response(
+            ApiKey.METADATA,
+            version,
+            {
+                "throttle_time": 0,
+                "brokers": brokers,
+                "cluster_id": broker.cluster_id,
+                "controller_id": cache.controller_id if cache.controller_id is not None else -1,
+                "topics": topics,
+                "cluster_authorized_operations": -(2**31),
+            },
+        )
+    )
+    if cacheable:
+        if len(broker.metadata_responses) >= _CACHE_LIMIT or any(
+            k[0] != cache.version for k in broker.metadata_responses
+        ):
+            broker.metadata_responses.clear()
+        broker.metadata_responses[key] = body
+    return RawBody([body])
+
+
+def _topic(broker: Broker, name: str, version: int) -> dict[str, Any]:
+    cache = broker.metadata_cache
+    partitions = []
+    for p, s in sorted(cache.partitions[name].items()):
+        live = set(cache.brokers)
+        error = ErrorCode.none
+        leader = s.leader
+        replicas = list(s.replicas)
+        isr = list(s.isr)
+        if leader not in live:
+            error = ErrorCode.leader_not_available
+            leader = -1
+        elif version == 0 and (set(replicas) - live or set(isr) - live):
+            error = ErrorCode.replica_not_available
+            replicas = [r for r in replicas if r in live]
+            isr = [r for r in isr if r in live]
+        partitions.append(
+            {
+                "error_code": error,
+                "partition_index": p,
+                "leader_id": leader,
+                "leader_epoch": s.leader_epoch,
+                "replica_nodes": replicas,
+                "isr_nodes": isr,
+                "offline_replicas": list(s.offline_replicas),
+            }
+        )
+    return {
+        "error_code": ErrorCode.none,
+        "name": name,
+        "topic_id": cache.topic_ids.get(name),
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": -(2**31),
+    }
+
+
+async def _unknown_topic(broker: Broker, name: str, allow_auto: bool) -> ErrorCode:
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return ErrorCode.invalid_topic_exception
+    if not (allow_auto and broker.config["auto.create.topics.enable"]) or name in INTERNAL_TOPICS:
+        return ErrorCode.unknown_topic_or_partition
+    try:
+        await broker.admin_manager.create_topic(NewTopic(name), timeout_ms=0)
+    except TopicAlreadyExistsError:
+        pass  # created meanwhile (by another client or broker): leaders are on their way
+    except KafkaError as e:
+        return e.code
+    return ErrorCode.leader_not_available
+
+
+async def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    cache = broker.metadata_cache
+    if ctx.version >= 1 and req.endpoint_type not in (1,):
+        return build_response(
+            ApiKey.DESCRIBE_CLUSTER,
+            ctx.version,
+            {
+                "error_code": ErrorCode.unsupported_endpoint_type,
+                "error_message": "only broker endpoints are served",
+                "endpoint_type": req.endpoint_type,
+                "cluster_id": broker.cluster_id,
+                "controller_id": -1,
+                "brokers": [],
+            },
+        )
+    brokers = []
+    for b in sorted(cache.brokers.values(), key=lambda b: b.id):
+        for ep in b.endpoints:
+            if ep.listener == ctx.client.listener:
+                brokers.append(
+                    {"broker_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack}
+                )
+    return build_response(
+        ApiKey.DESCRIBE_CLUSTER,
+        ctx.version,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "endpoint_type": 1,
+            "cluster_id": broker.cluster_id,
+            "controller_id": cache.controller_id if cache.controller_id is not None else -1,
+            "brokers": brokers,
+            "cluster_authorized_operations": -(2**31),
+        },
+    )

@@ -1,0 +1,101 @@
+"""Produce (0): the hot path. The request is decoded by hand (records stay
+memoryviews into the request), each partition's single batch is validated from its
+header and appended, and the response is encoded by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from moldau.controller.admin import INTERNAL_TOPICS
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.produce import (
+    ProducePartitionResponse,
+    decode_produce_request,
+    encode_produce_response,
+)
+from moldau.protocol.records import LOG_OVERHEAD, MAGIC_V2, OFFSET_MAGIC, offset_and_length
+from moldau.protocol.wire import DecodeError
+from moldau.server.network import CloseConnection
+from moldau.server.request import RawBody, RequestContext, Response
+from moldau.storage.partition_name import TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+
+def _single_batch_error(records: memoryview) -> tuple[ErrorCode, str] | None:
+    """Produce v3+ must carry exactly one v2 batch per partition (Kafka's
+    ProduceRequest.validateRecords)."""
+    if len(records) < LOG_OVERHEAD + 5:
+        return ErrorCode.corrupt_message, "record batch is truncated"
+    _, length = offset_and_length(records, 0)
+    if LOG_OVERHEAD + length != len(records):
+        if LOG_OVERHEAD + length > len(records) or length < 0:
+            return ErrorCode.corrupt_message, "record batch is truncated"
+        return ErrorCode.invalid_record, "produce requests must contain exactly one record batch"
+    if records[OFFSET_MAGIC] != MAGIC_V2:
+        return ErrorCode.invalid_record, "only record batches of magic v2 are accepted"
+    return None
+
+
+async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
+    version = ctx.version
+    try:
+        req = decode_produce_request(ctx.frame, ctx.body_offset, version)
+    except DecodeError as e:
+        raise CloseConnection(f"malformed Produce request: {e}") from e
+    entries: dict[TopicPartition, memoryview | None] = {}
+    errors: dict[TopicPartition, ProducePartitionResponse] = {}
+    order: list[tuple[str, list[TopicPartition]]] = []
+    bad_acks = req.acks not in (-1, 0, 1)
+    for topic in req.topics:
+        tps = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.index)
+            tps.append(tp)
+            failure: tuple[ErrorCode, str] | None = None
+            if bad_acks:
+                failure = (ErrorCode.invalid_required_acks, f"acks={req.acks} is not -1, 0 or 1")
+            elif req.transactional_id is not None:
+                failure = (
+                    ErrorCode.transactional_id_authorization_failed,
+                    "transactions are not supported",
+                )
+            elif topic.name in INTERNAL_TOPICS:
+                failure = (
+                    ErrorCode.invalid_topic_exception,
+                    f"cannot append to internal topic {topic.name}",
+                )
+            elif p.records is None:
+                failure = (ErrorCode.corrupt_message, "no records")
+            else:
+                failure = _single_batch_error(p.records)
+            if failure is not None:
+                errors[tp] = ProducePartitionResponse(p.index, failure[0], error_message=failure[1])
+            else:
+                entries[tp] = p.records
+        order.append((topic.name, tps))
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[dict[TopicPartition, ProducePartitionResponse]] = loop.create_future()
+
+    def respond(results: dict[TopicPartition, ProducePartitionResponse]) -> None:
+        if not future.done():
+            future.set_result(results)
+
+    if entries:
+        broker.replica_manager.append_records(req.acks, req.timeout_ms, entries, respond)
+        results = future.result() if future.done() else await future
+    else:
+        results = {}
+    results.update(errors)
+    if req.acks == 0:
+        # No response; on an error Kafka closes the connection so the producer notices.
+        if any(r.error_code for r in results.values()):
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    body = encode_produce_response(
+        version, [(name, [results[tp] for tp in tps]) for name, tps in order]
+    )
+    return RawBody([body])

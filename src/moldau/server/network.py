@@ -1,0 +1,238 @@
+"""The listener and its connections: bytes in, frames to the request handler,
+responses out in request order (Kafka answers a connection's requests in order).
+
+Record data of a Fetch response is sent straight from the segment file with
+sendfile when it is large enough to pay for it; smaller slices are read with pread.
+Memory per connection is bounded: reading pauses while too many request bytes are
+queued, and a connection's processing waits while its write buffer is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import IO, cast
+
+from moldau.protocol.fetch import Part
+from moldau.protocol.frames import FrameDecoder, FrameError
+from moldau.server.request import ClientInfo
+from moldau.storage.segment import FileRecords
+from moldau.tasks import TaskOwner
+
+log = logging.getLogger(__name__)
+
+# Read no more while this many request bytes wait to be processed.
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
+# File slices at least this large go out with sendfile; below, pread + write is cheaper.
+SENDFILE_MIN_BYTES = 256 * 1024
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+# (client, frame) -> response parts (None: no response, e.g. acks=0);
+# raises CloseConnection to drop the connection.
+FrameHandler = Callable[["Connection", memoryview], Awaitable[list[Part] | None]]
+
+
+class CloseConnection(Exception):
+    """The request was malformed: close this connection (and only this one)."""
+
+
+class _SendfileFile:
+    """Just enough of a file object for loop.sendfile over a shared segment fd."""
+
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        # loop.sendfile repositions the file when done; reads use pread and writes
+        # O_APPEND, so the shared fd's position is irrelevant.
+        return offset
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: SocketServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.frames: collections.deque[memoryview] = collections.deque()
+        self.queued_bytes = 0
+        self.transport: asyncio.Transport | None = None
+        self.client = ClientInfo("", 0, server.listener_name)
+        self._wakeup = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._reading_paused = False
+        self._task: asyncio.Task[None] | None = None
+        self.closed = False
+        self.last_active_ms = server.now_ms()
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.client = ClientInfo(str(peer[0]), int(peer[1]), self.server.listener_name)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self.server.connections.add(self)
+        self._task = self.server.tasks.spawn(self._process(), f"conn-{self.client.port}")
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as e:
+            log.warning("closing connection from %s:%d: %s", self.client.host, self.client.port, e)
+            self.close()
+            return
+        if frames:
+            self.frames.extend(frames)
+            self.queued_bytes += sum(len(f) for f in frames)
+            self._wakeup.set()
+        self.last_active_ms = self.server.now_ms()
+        if self.queued_bytes > MAX_QUEUED_BYTES and not self._reading_paused:
+            assert self.transport is not None
+            self.transport.pause_reading()
+            self._reading_paused = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        self._can_write.set()
+        if self._task is not None:
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- processing ----------------------------------------------------------------------
+
+    async def _process(self) -> None:
+        handler = self.server.handler
+        while not self.closed:
+            if not self.frames:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            frame = self.frames.popleft()
+            self.queued_bytes -= len(frame)
+            if self._reading_paused and self.queued_bytes <= MAX_QUEUED_BYTES // 2:
+                assert self.transport is not None
+                self.transport.resume_reading()
+                self._reading_paused = False
+            try:
+                parts = await handler(self, frame)
+            except CloseConnection as e:
+                log.warning(
+                    "closing connection from %s:%d: %s", self.client.host, self.client.port, e
+                )
+                self.close()
+                return
+            if parts and not self.closed:
+                await self._write(parts)
+            self.last_active_ms = self.server.now_ms()
+
+    async def _write(self, parts: list[Part]) -> None:
+        transport = self.transport
+        assert transport is not None
+        for part in parts:
+            if isinstance(part, FileRecords):
+                if part.size >= SENDFILE_MIN_BYTES and self.server.use_sendfile:
+                    await self._sendfile(part)
+                else:
+                    transport.write(part.read())
+            else:
+                transport.write(part)  # type: ignore[arg-type]
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    async def _sendfile(self, part: FileRecords) -> None:
+        assert self.transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            file = cast(IO[bytes], _SendfileFile(part.fd))
+            sent = await loop.sendfile(
+                self.transport, file, part.position, part.size, fallback=True
+            )
+        except (ConnectionError, RuntimeError) as e:
+            log.info("sendfile to %s:%d failed: %s", self.client.host, self.client.port, e)
+            self.close()
+            return
+        if sent != part.size:
+            # The file shrank under us (a deleted or truncated segment): the response
+            # is now malformed, so the connection cannot be used any more.
+            log.warning("short sendfile (%d of %d bytes): closing connection", sent, part.size)
+            self.close()
+
+
+class SocketServer:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        listener_name: str,
+        handler: FrameHandler,
+        max_request_bytes: int,
+        max_connections: int,
+        now_ms: Callable[[], int],
+        use_sendfile: bool = True,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.listener_name = listener_name
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.now_ms = now_ms
+        self.use_sendfile = use_sendfile
+        self.connections: set[Connection] = set()
+        self.tasks = TaskOwner(f"listener-{listener_name}")
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._accept, self.host or None, self.port, reuse_address=True, backlog=1024
+        )
+        sock = self._server.sockets[0]
+        self.port = int(sock.getsockname()[1])
+
+    def _accept(self) -> Connection:
+        conn = Connection(self)
+        if len(self.connections) >= self.max_connections:
+            log.warning("max.connections %d reached: refusing a connection", self.max_connections)
+            conn.closed = True
+            asyncio.get_running_loop().call_soon(conn.close)
+        return conn
+
+    def close_idle(self, max_idle_ms: int) -> None:
+        now = self.now_ms()
+        for conn in list(self.connections):
+            if now - conn.last_active_ms > max_idle_ms and not conn.frames:
+                conn.close()
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection, wait for their tasks."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        await self.tasks.close()
+        if self._server is not None:
+            await self._server.wait_closed()

@@ -1,0 +1,97 @@
+"""Topic config overrides on this broker: loaded from /config/topics, kept current
+through the /config/changes notifications (Kafka's DynamicConfigManager), and
+resolved against the broker's defaults into each log's LogConfig."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from moldau.config.broker import BrokerConfig
+from moldau.config.topic import log_config, resolve
+from moldau.metadata.client import MetadataClient
+from moldau.metadata.store import WatchedEvent
+from moldau.metadata.znodes import CONFIG_CHANGE_PREFIX
+from moldau.storage.log_config import LogConfig
+from moldau.storage.log_manager import LogManager
+from moldau.tasks import TaskOwner
+
+log = logging.getLogger(__name__)
+
+
+class TopicConfigs:
+    def __init__(
+        self, client: MetadataClient, broker: BrokerConfig, log_manager: LogManager
+    ) -> None:
+        self.client = client
+        self.broker = broker
+        self.log_manager = log_manager
+        self.overrides: dict[str, dict[str, str]] = {}
+        self._resolved: dict[str, LogConfig] = {}
+        self._last_change = -1
+        self._changes = asyncio.Event()
+        self._tasks = TaskOwner("topic-configs")
+
+    async def load(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self.overrides[topic] = await self.client.get_topic_config(topic)
+            self._resolved.pop(topic, None)
+
+    async def ensure_loaded(self, topics: Iterable[str]) -> None:
+        await self.load([t for t in topics if t not in self.overrides])
+
+    def forget(self, topic: str) -> None:
+        self.overrides.pop(topic, None)
+        self._resolved.pop(topic, None)
+
+    def values(self, topic: str) -> dict[str, Any]:
+        return resolve(self.overrides.get(topic, {}), self.broker)
+
+    def log_config(self, topic: str) -> LogConfig:
+        config = self._resolved.get(topic)
+        if config is None:
+            config = log_config(self.values(topic))
+            self._resolved[topic] = config
+        return config
+
+    # -- change notifications ------------------------------------------------------------
+
+    async def start(self) -> None:
+        # Notifications older than start-up are already reflected in what load() reads.
+        names = await self.client.get_config_changes()
+        self._last_change = max((_seq(n) for n in names), default=-1)
+        self._tasks.spawn(self._watch_changes(), "changes")
+
+    async def close(self) -> None:
+        await self._tasks.close()
+
+    def _on_change(self, _: WatchedEvent) -> None:
+        self._changes.set()
+
+    async def _watch_changes(self) -> None:
+        while True:
+            self._changes.clear()
+            names = await self.client.get_config_changes(self._on_change)
+            for name in sorted(names, key=_seq):
+                seq = _seq(name)
+                if seq <= self._last_change:
+                    continue
+                entity = await self.client.get_config_change(name)
+                self._last_change = seq
+                if entity is not None and entity.startswith("topics/"):
+                    await self._apply(entity.split("/", 1)[1])
+            await self._changes.wait()
+
+    async def _apply(self, topic: str) -> None:
+        await self.load([topic])
+        config = self.log_config(topic)
+        for tp, lg in self.log_manager.logs.items():
+            if tp.topic == topic:
+                lg.update_config(config)
+        log.info("topic %s config is now %s", topic, self.overrides.get(topic))
+
+
+def _seq(name: str) -> int:
+    return int(name[len(CONFIG_CHANGE_PREFIX) :])

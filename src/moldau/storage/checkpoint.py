@@ -1,0 +1,107 @@
+"""Checkpoint files in Kafka's text format, replaced atomically.
+
+    <version>
+    <number of entries>
+    <entry>...
+
+Every replace is: write a temp file, fsync it, rename over the old one, fsync the
+directory. A reader never sees a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from moldau.storage.partition_name import TopicPartition
+
+T = TypeVar("T")
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CheckpointFile:
+    """A checkpoint of entries of one shape, e.g. `topic partition offset`."""
+
+    VERSION = 0
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write_lines(self, lines: Iterable[str]) -> None:
+        body = list(lines)
+        text = f"{self.VERSION}\n{len(body)}\n" + "".join(line + "\n" for line in body)
+        write_atomically(self.path, text.encode())
+
+    def read_lines(self) -> list[str]:
+        """The entries; [] if the file is missing. A malformed file raises ValueError."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        lines = text.split("\n")
+        if len(lines) < 2 or int(lines[0]) != self.VERSION:
+            raise ValueError(f"{self.path}: unknown checkpoint version")
+        count = int(lines[1])
+        entries = [line for line in lines[2:] if line]
+        if len(entries) != count:
+            raise ValueError(f"{self.path}: expected {count} entries, found {len(entries)}")
+        return entries
+
+
+class OffsetCheckpointFile(CheckpointFile):
+    """`topic partition offset` per line: recovery points, log start offsets, HWs."""
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self.write_lines(f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items()))
+
+    def read(self) -> dict[TopicPartition, int]:
+        return dict(_parse(self.read_lines(), _offset_entry))
+
+
+def _offset_entry(line: str) -> tuple[TopicPartition, int]:
+    topic, partition, offset = line.split(" ")
+    return TopicPartition(topic, int(partition)), int(offset)
+
+
+def _parse(lines: list[str], parse: Callable[[str], T]) -> list[T]:
+    try:
+        return [parse(line) for line in lines]
+    except ValueError as e:
+        raise ValueError(f"malformed checkpoint entry: {e}") from e
+
+
+class LeaderEpochCheckpointFile(CheckpointFile):
+    """`epoch start_offset` per line, for one partition (leader-epoch-checkpoint)."""
+
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        self.write_lines(f"{epoch} {offset}" for epoch, offset in entries)
+
+    def read(self) -> list[tuple[int, int]]:
+        def entry(line: str) -> tuple[int, int]:
+            epoch, offset = line.split(" ")
+            return int(epoch), int(offset)
+
+        return _parse(self.read_lines(), entry)

@@ -1,0 +1,75 @@
+"""Leader epoch cache: the start offset of each leader epoch in a log (KIP-101),
+checkpointed to `leader-epoch-checkpoint` in the partition directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from moldau.storage.checkpoint import LeaderEpochCheckpointFile
+
+CHECKPOINT_NAME = "leader-epoch-checkpoint"
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path) -> None:
+        self._file = LeaderEpochCheckpointFile(directory / CHECKPOINT_NAME)
+        try:
+            self._entries = self._file.read()
+        except ValueError:
+            self._entries = []
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1][0] if self._entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset`, if it is a new epoch."""
+        if epoch < 0 or (self._entries and epoch <= self._entries[-1][0]):
+            return
+        # A new epoch cannot start before an earlier one's start.
+        self._entries = [(e, o) for e, o in self._entries if o < start_offset]
+        self._entries.append((epoch, start_offset))
+        self._file.write(self._entries)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch of the leader that appended `offset` (-1 if unknown)."""
+        epoch = -1
+        for e, start in self._entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, the offset where the next epoch starts) as
+        OffsetForLeaderEpoch answers; (-1, -1) if unknown."""
+        if not self._entries or epoch < self._entries[0][0]:
+            return -1, -1
+        if epoch >= self._entries[-1][0]:
+            return self._entries[-1][0], log_end_offset
+        for i, (e, _) in enumerate(self._entries):
+            if e > epoch:
+                return self._entries[i - 1][0], self._entries[i][1]
+        return -1, -1
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        kept = [(e, o) for e, o in self._entries if o < end_offset]
+        if kept != self._entries:
+            self._entries = kept
+            self._file.write(self._entries)
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Entries before the log start collapse into one starting at it."""
+        before = [(e, o) for e, o in self._entries if o <= start_offset]
+        after = [(e, o) for e, o in self._entries if o > start_offset]
+        kept = ([(before[-1][0], start_offset)] if before else []) + after
+        if kept != self._entries:
+            self._entries = kept
+            self._file.write(self._entries)
+
+    def delete(self) -> None:
+        self._file.path.unlink(missing_ok=True)

@@ -1,0 +1,674 @@
+"""A partition's log: an ordered list of segments, appended to at the end.
+
+The append path looks only at the batch header: it validates it (see
+`validate_batch`), assigns offsets by patching baseOffset and partitionLeaderEpoch,
+applies LogAppendTime when configured (patching maxTimestamp and the CRC), and
+writes the batch as parts with writev. No record is decoded.
+
+Threading contract: everything runs on the broker's event-loop thread, except
+`flush`, which may run on a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from moldau.clock import Clock
+from moldau.protocol.errors import (
+    CorruptMessageError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from moldau.protocol.records import (
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    OFFSET_ATTRIBUTES,
+    OFFSET_MAGIC,
+    BatchHeader,
+    TimestampType,
+    iter_records,
+    validate_batch,
+)
+from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.log_config import LogConfig
+from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import ProducerStateManager
+from moldau.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileRecords,
+    LogSegment,
+)
+
+_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_CRC = struct.Struct(">I")
+_ATTRS = struct.Struct(">h")
+_TS = struct.Struct(">q")
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+# How many batch-end positions to remember, so that reads at the tail (the usual
+# consumer and follower) find their start without scanning.
+_BOUNDARY_CACHE = 4096
+
+EMPTY = b""
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    records_count: int
+    size: int
+    # A retried batch of an idempotent producer: acknowledged, not appended again.
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    fetch_offset: int
+    records: FileRecords | bytes
+    # The first batch is larger than the bytes allowed and was cut.
+    first_entry_incomplete: bool = False
+
+    @property
+    def size(self) -> int:
+        r = self.records
+        return len(r) if isinstance(r, bytes) else r.size
+
+
+def should_roll(
+    segment: LogSegment,
+    config: LogConfig,
+    batch_size: int,
+    batch_max_timestamp: int,
+    largest_offset: int,
+    now_ms: int,
+) -> bool:
+    """Kafka's roll predicate: size, age (by record timestamps when it has them),
+    a full index, or an offset that no longer fits the index's int32."""
+    if segment.size > config.segment_bytes - batch_size:
+        return True
+    if segment.size > 0:
+        first_ts = segment.rolling_based_timestamp
+        if first_ts is None:
+            first_ts = _first_batch_timestamp(segment)
+            segment.rolling_based_timestamp = first_ts
+        waited = batch_max_timestamp - first_ts if first_ts >= 0 else now_ms - segment.created_ms
+        if waited > config.segment_ms - config.segment_jitter_ms:
+            return True
+    return segment.is_full() or largest_offset - segment.base_offset > _MAX_RELATIVE_OFFSET
+
+
+def _first_batch_timestamp(segment: LogSegment) -> int:
+    data = segment.read_bytes(0, HEADER_SIZE)
+    return BatchHeader.parse(data).max_timestamp if len(data) == HEADER_SIZE else -1
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        on_roll: Callable[[Log, int], None] | None = None,
+    ) -> None:
+        self.dir = directory
+        self.tp = tp
+        self.config = config
+        self.clock = clock
+        self.segments = segments
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.on_roll = on_roll
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self._leo = segments[-1].next_offset()
+        self._boundaries: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
+        self._unflushed_messages = 0
+        self.last_flush_ms = clock.milliseconds()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.producer_state = ProducerStateManager(directory)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """From the newest snapshot at or below the log end, plus the batch headers
+        after it."""
+        ps = self.producer_state
+        ps.load_latest_snapshot(self._leo)
+        start = max(ps.map_end_offset, self.log_start_offset)
+        ps.map_end_offset = start
+        for segment in self.segments[self._segment_for(start) :]:
+            _, position = segment.offset_index.lookup(start)
+            ps.rebuild(segment.headers_from(position))
+        ps.map_end_offset = self._leo
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+        on_roll: Callable[[Log, int], None] | None = None,
+    ) -> Log:
+        """Open (or create) the log in `directory`, recovering what an unclean
+        shutdown may have left: torn or corrupt batches after the recovery point are
+        cut, and their indexes rebuilt."""
+        directory.mkdir(parents=True, exist_ok=True)
+        bases: list[int] = []
+        for path in directory.iterdir():
+            name = path.name
+            if name.endswith((DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")):
+                path.unlink()
+            elif name.endswith(LOG_SUFFIX):
+                bases.append(int(name[: -len(LOG_SUFFIX)]))
+        for path in directory.iterdir():
+            # An index without its log is left over from a deletion: remove it.
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                if path.name.endswith(suffix):
+                    stem = path.name[: -len(suffix)]
+                    if not (directory / (stem + LOG_SUFFIX)).exists():
+                        path.unlink()
+        now = clock.milliseconds()
+
+        def segment(base: int) -> LogSegment:
+            return LogSegment(
+                directory,
+                base,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_bytes=config.segment_index_bytes,
+                created_ms=now,
+            )
+
+        segments = [segment(b) for b in sorted(bases)]
+        for i, seg in enumerate(segments):
+            needs_recovery = not had_clean_shutdown and (
+                i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point
+            )
+            if not needs_recovery:
+                try:
+                    seg.offset_index.sanity_check()
+                    seg.time_index.sanity_check()
+                except Exception:
+                    needs_recovery = True
+            if needs_recovery and seg.recover():
+                # Everything after a cut is unreachable: drop the later segments.
+                for later in segments[i + 1 :]:
+                    later.delete_files()
+                del segments[i + 1 :]
+                break
+        if not segments:
+            segments = [segment(log_start_offset)]
+        log = cls(
+            directory,
+            tp,
+            config,
+            clock,
+            segments,
+            max(log_start_offset, segments[0].base_offset),
+            recovery_point,
+            on_roll,
+        )
+        log.recovery_point = min(max(recovery_point, 0), log.log_end_offset)
+        if not had_clean_shutdown:
+            log.recovery_point = log.log_end_offset
+        return log
+
+    # -- offsets -------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _segment_for(self, offset: int) -> int:
+        """Index in `segments` of the segment that would hold `offset`."""
+        lo, hi = 0, len(self.segments) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.segments[mid].base_offset <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _remember_boundary(self, offset: int, segment: LogSegment, position: int) -> None:
+        self._boundaries[offset] = (segment, position)
+        if len(self._boundaries) > _BOUNDARY_CACHE:
+            self._boundaries.popitem(last=False)
+
+    # -- append --------------------------------------------------------------------------
+
+    def append_as_leader(self, batch: memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Validate one batch from a producer, assign its offsets and append it."""
+        size = len(batch)
+        if size > self.config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+            )
+        if size > self.config.segment_bytes:
+            raise RecordListTooLargeError(f"batch of {size} bytes exceeds segment.bytes")
+        header = validate_batch(batch)
+        if header.producer_id >= 0:
+            duplicate = self.producer_state.check(header)
+            if duplicate is not None:
+                return LogAppendInfo(
+                    duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                    duplicate.last_offset, -1, self.log_start_offset, header.records_count,
+                    size, duplicate=True,
+                )  # fmt: skip
+        now = self.clock.milliseconds()
+        first = self._leo
+        last = first + header.last_offset_delta
+        prefix = _PREFIX.pack(first, header.batch_length, leader_epoch, header.magic)
+        if self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME:
+            parts = _with_log_append_time(prefix, batch, header.attributes, now)
+            max_ts = now
+            append_time = now
+        else:
+            self._check_timestamps(header, now)
+            parts = [prefix, batch[OFFSET_MAGIC + 1 :]]
+            max_ts = header.max_timestamp
+            append_time = -1
+        segment = self._maybe_roll(size, max_ts, last, now)
+        position = segment.append(last, max_ts, last, parts, size)
+        self._leo = last + 1
+        self._remember_boundary(self._leo, segment, position + size)
+        self.leader_epoch_cache.assign(leader_epoch, first)
+        self.producer_state.update(header, first, last)
+        self._unflushed_messages += header.records_count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first, last, max_ts, last, append_time, self.log_start_offset,
+            header.records_count, size,
+        )  # fmt: skip
+
+    def append_as_follower(self, batch: memoryview) -> LogAppendInfo:
+        """Append a batch copied from the leader, offsets and epoch as they are."""
+        header = validate_batch(batch)
+        if header.base_offset < self._leo:
+            raise CorruptMessageError(
+                f"batch at {header.base_offset} is below the log end offset {self._leo}"
+            )
+        now = self.clock.milliseconds()
+        size = len(batch)
+        segment = self._maybe_roll(size, header.max_timestamp, header.last_offset, now)
+        position = segment.append(
+            header.last_offset, header.max_timestamp, header.last_offset, [batch], size
+        )
+        self._leo = header.last_offset + 1
+        self._remember_boundary(self._leo, segment, position + size)
+        self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self.producer_state.update(header, header.base_offset, header.last_offset)
+        self._unflushed_messages += header.records_count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            header.base_offset, header.last_offset, header.max_timestamp, header.last_offset,
+            -1, self.log_start_offset, header.records_count, size,
+        )  # fmt: skip
+
+    def _check_timestamps(self, header: BatchHeader, now: int) -> None:
+        # Checked on the batch header alone: its base and max timestamps bound the
+        # records' timestamps closely enough, and no record is decoded.
+        before, after = (
+            self.config.message_timestamp_before_max_ms,
+            self.config.message_timestamp_after_max_ms,
+        )
+        if now - min(header.base_timestamp, header.max_timestamp) > before:
+            raise InvalidTimestampError(
+                f"timestamp {header.base_timestamp} is more than "
+                f"message.timestamp.before.max.ms={before} before the broker's time"
+            )
+        if header.max_timestamp - now > after:
+            raise InvalidTimestampError(
+                f"timestamp {header.max_timestamp} is more than "
+                f"message.timestamp.after.max.ms={after} after the broker's time"
+            )
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> LogSegment:
+        segment = self.segments[-1]
+        if should_roll(segment, self.config, size, max_ts, last_offset, now):
+            return self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset."""
+        old = self.segments[-1]
+        if old.size == 0:
+            return old
+        old.on_become_inactive()
+        new = LogSegment(
+            self.dir,
+            self._leo,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            created_ms=self.clock.milliseconds(),
+        )
+        self.segments.append(new)
+        self.producer_state.take_snapshot()
+        if self.on_roll is not None:
+            self.on_roll(self, new.base_offset)
+        return new
+
+    # -- read ----------------------------------------------------------------------------
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+    ) -> FetchDataInfo:
+        """Batches from the one holding `start_offset`, ending before `max_offset`
+        (the high watermark for consumers), at most `max_bytes` unless
+        `min_one_message` and the first batch is larger. The last batch may be cut
+        short, as Kafka does; clients discard a partial batch."""
+        if start_offset < self.log_start_offset or start_offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {self._leo}]"
+                f" of {self.tp}"
+            )
+        if start_offset >= max_offset:
+            return FetchDataInfo(start_offset, EMPTY)
+        max_end = self._position_of(max_offset)
+        i = self._segment_for(start_offset)
+        while i < len(self.segments):
+            segment = self.segments[i]
+            cached = self._boundaries.get(start_offset)
+            if cached is not None and cached[0] is segment and cached[1] < segment.size:
+                position = cached[1]
+                first = segment.translate_offset(start_offset, position)
+            else:
+                first = segment.translate_offset(start_offset)
+            if first is not None:
+                limit = segment.size
+                if max_end is not None and max_end[0] is segment:
+                    limit = max_end[1]
+                if first.position >= limit:
+                    return FetchDataInfo(start_offset, EMPTY)
+                allowed = max(max_bytes, first.size) if min_one_message else max_bytes
+                if allowed <= 0:
+                    return FetchDataInfo(start_offset, EMPTY)
+                size = min(limit - first.position, allowed)
+                return FetchDataInfo(
+                    start_offset, segment.slice(first.position, size), allowed < first.size
+                )
+            if max_end is not None and max_end[0] is segment:
+                break
+            i += 1
+        return FetchDataInfo(start_offset, EMPTY)
+
+    def _position_of(self, offset: int) -> tuple[LogSegment, int] | None:
+        """(segment, position) where the batch starting at `offset` begins; None if
+        `offset` is the log end."""
+        if offset >= self._leo:
+            return None
+        cached = self._boundaries.get(offset)
+        if cached is not None:
+            return cached
+        segment = self.segments[self._segment_for(offset)]
+        batch = segment.translate_offset(offset)
+        if batch is None:
+            return segment, segment.size
+        if batch.base_offset < offset:
+            # `offset` falls inside a batch: that batch is not yet readable.
+            return segment, batch.position
+        return segment, batch.position
+
+    def read_batches(self, start_offset: int, max_offset: int) -> list[bytes]:
+        """Whole batches in [start_offset, max_offset), as bytes (for features that need
+        record contents; not for the fetch path)."""
+        out: list[bytes] = []
+        for segment in self.segments[self._segment_for(start_offset) :]:
+            if segment.base_offset >= max_offset:
+                break
+            _, position = segment.offset_index.lookup(start_offset)
+            for batch in segment.batches_from(position):
+                if batch.last_offset < start_offset:
+                    continue
+                if batch.base_offset >= max_offset:
+                    return out
+                out.append(segment.read_bytes(batch.position, batch.size))
+        return out
+
+    # -- timestamps ----------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after `timestamp`."""
+        for segment in self.segments:
+            if segment.size and segment.max_timestamp_so_far >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the record with the largest timestamp."""
+        best: LogSegment | None = None
+        for segment in self.segments:
+            if segment.size and (
+                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
+                best = segment
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        target = best.max_timestamp_so_far
+        batch = best.translate_offset(best.offset_of_max_timestamp)
+        if batch is not None:
+            for record in iter_records(best.read_bytes(batch.position, batch.size)):
+                if record.timestamp == target:
+                    return target, record.offset
+        return target, best.offset_of_max_timestamp
+
+    # -- retention -----------------------------------------------------------------------
+
+    def delete_old_segments(self, high_watermark: int) -> int:
+        """Apply retention (log start offset, retention.bytes, retention.ms) to
+        segments wholly below the high watermark. Returns the number deleted."""
+        deleted = self._delete_segments_while(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+            high_watermark,
+        )
+        if not self.config.delete:
+            return deleted
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes() - self.config.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - seg.size < 0:
+                    return False
+                excess -= seg.size
+                return True
+
+            deleted += self._delete_segments_while(over_size, high_watermark)
+        if self.config.retention_ms >= 0:
+            now = self.clock.milliseconds()
+            deleted += self._delete_segments_while(
+                lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms,
+                high_watermark,
+            )
+        return deleted
+
+    def _delete_segments_while(
+        self,
+        predicate: Callable[[LogSegment, LogSegment | None], bool],
+        high_watermark: int,
+    ) -> int:
+        doomed: list[LogSegment] = []
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if seg.size == 0 and nxt is None:
+                break
+            if upper > high_watermark or not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self.segments):
+            # Never leave a log without an active segment.
+            self.roll()
+        for seg in doomed:
+            self.segments.remove(seg)
+            self._forget(seg)
+            seg.mark_deleted()
+            self._pending_deletes.append(
+                (self.clock.milliseconds() + self.config.file_delete_delay_ms, seg)
+            )
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
+        return len(doomed)
+
+    def _forget(self, segment: LogSegment) -> None:
+        for off in [o for o, (s, _) in self._boundaries.items() if s is segment]:
+            del self._boundaries[off]
+
+    def delete_expired_files(self, now_ms: int) -> None:
+        """Remove the files of deleted segments once file.delete.delay.ms has passed."""
+        keep = []
+        for due, seg in self._pending_deletes:
+            if due <= now_ms:
+                seg.delete_files()
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = min(offset, self._leo)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    # -- truncation (replication) --------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after `offset` (at a batch boundary)."""
+        if offset >= self._leo:
+            return
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        self._boundaries.clear()
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete_files()
+        self.segments[-1].truncate_to(offset)
+        self._leo = self.segments[-1].next_offset()
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._boundaries.clear()
+        for seg in self.segments:
+            seg.delete_files()
+        self.segments = [
+            LogSegment(
+                self.dir,
+                offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_bytes=self.config.segment_index_bytes,
+                created_ms=self.clock.milliseconds(),
+            )
+        ]
+        self._leo = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.truncate_from_end(offset)
+        self.producer_state.delete_all_snapshots()
+        self._rebuild_producer_state()
+
+    # -- durability ----------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets below `up_to` (default: everything) and
+        move the recovery point there. Safe to call from a worker thread."""
+        target = self._leo if up_to is None else min(up_to, self._leo)
+        if target <= self.recovery_point and up_to is not None:
+            return
+        for seg in list(self.segments):
+            if seg.closed:
+                continue
+            if seg.base_offset < target:
+                try:
+                    seg.flush()
+                except OSError as e:
+                    raise KafkaStorageError(f"flush of {seg.log_path} failed: {e}") from e
+        self.recovery_point = max(self.recovery_point, target)
+        self._unflushed_messages = 0
+        self.last_flush_ms = self.clock.milliseconds()
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self.segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+
+    def close(self) -> None:
+        for _, seg in self._pending_deletes:
+            seg.delete_files()
+        self._pending_deletes = []
+        self.producer_state.take_snapshot()
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Remove all of the log's files (the directory itself is the caller's)."""
+        for _, seg in self._pending_deletes:
+            seg.delete_files()
+        self._pending_deletes = []
+        for seg in self.segments:
+            seg.delete_files()
+        self.segments = []
+        self.leader_epoch_cache.delete()
+        self.producer_state.delete_all_snapshots()
+
+
+def _with_log_append_time(
+    prefix: bytes, batch: memoryview, attributes: int, now: int
+) -> list[bytes | memoryview]:
+    """The batch's parts with LogAppendTime set: the timestamp-type bit, maxTimestamp
+    = now, and a CRC recomputed over the new header and the untouched records."""
+    header = bytearray(batch[OFFSET_ATTRIBUTES:HEADER_SIZE])
+    _ATTRS.pack_into(header, 0, attributes | ATTR_TIMESTAMP_TYPE)
+    _TS.pack_into(header, 35 - OFFSET_ATTRIBUTES, now)
+    body = batch[HEADER_SIZE:]
+    crc = crc32c.crc32c(body, crc32c.crc32c(header))
+    return [prefix, _CRC.pack(crc), bytes(header), body]
+
+
+def remove_log_dir(directory: Path) -> None:
+    """Delete a (renamed) partition directory and everything in it."""
+    if not directory.exists():
+        return
+    for path in directory.iterdir():
+        path.unlink()
+    os.rmdir(directory)

@@ -1,0 +1,33 @@
+"""The topic-level settings the storage layer acts on (Kafka's LogConfig subset).
+
+Built from topic configs by moldau.config.topic; defaults are Kafka's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moldau.protocol.records import TimestampType
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: no limit
+    retention_bytes: int = -1  # -1: no limit
+    max_message_bytes: int = 1024 * 1024 + 12
+    message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    message_timestamp_before_max_ms: int = 2**63 - 1
+    message_timestamp_after_max_ms: int = 2**63 - 1
+    flush_messages: int = 2**63 - 1
+    flush_ms: int = 2**63 - 1
+    file_delete_delay_ms: int = 60_000
+    compact: bool = False
+    delete: bool = True  # cleanup.policy contains "delete"
+    # Replication settings of the topic, carried here as Kafka's LogConfig does.
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False

@@ -1,0 +1,123 @@
+"""A Moldau broker as a real OS process, for tests (ours, and users' tests of
+their own Kafka applications): start, stop with SIGTERM, kill -9, restart."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+_LISTENING = re.compile(r"listening on [^\s:]+:(\d+)")
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        overrides: Mapping[str, str] | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.overrides = dict(overrides or {})
+        self.requested_port = port
+        self.host = host
+        self.port = port
+        self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._lines: list[str] = []
+        self._ready = threading.Event()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        """Start and wait until it accepts connections. A restart keeps its port."""
+        cmd = [
+            sys.executable, "-m", "moldau", "serve",
+            "--host", self.host,
+            "--port", str(self.port or self.requested_port),
+            "--data-dir", str(self.data_dir),
+        ]  # fmt: skip
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        self._ready.clear()
+        self._lines = []
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed by the reader thread)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
+        threading.Thread(target=self._read_stdout, args=(self.proc, log_file), daemon=True).start()
+        if not self._ready.wait(timeout) or self.proc.poll() is not None:
+            self.kill()
+            self.proc.wait(10)
+            raise RuntimeError(f"broker did not start; see {self.log_path}")
+        return self
+
+    def _read_stdout(self, proc: subprocess.Popen[bytes], log_file: object) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace")
+            self._lines.append(line)
+            m = _LISTENING.search(line)
+            if m:
+                self.port = int(m.group(1))
+                self._ready.set()
+        self._ready.set()
+        proc.stdout.close()
+        log_file.close()  # type: ignore[attr-defined]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush or close anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> BrokerProcess:
+        self.stop()
+        return self.start(timeout)
+
+    def rss_bytes(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def wait_for(predicate: object, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    """Poll `predicate()` until true or `timeout` seconds pass (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(interval)
+    return False

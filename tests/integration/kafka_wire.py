@@ -1,0 +1,89 @@
+"""A minimal raw Kafka protocol client for tests that must send exact (or broken)
+bytes: requests are encoded with kio, responses decoded with kio."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from moldau.protocol.codec import is_flexible
+
+
+class WireClient:
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def frame(self, api_key: int, version: int, body: bytes, client_id: str = "test") -> bytes:
+        self.correlation_id += 1
+        head = struct.pack(">hhih", api_key, version, self.correlation_id, len(client_id))
+        head += client_id.encode()
+        if is_flexible(api_key, version):
+            head += b"\x00"
+        payload = head + body
+        return struct.pack(">i", len(payload)) + payload
+
+    def request(self, request: Any, version: int | None = None) -> Any:
+        """Send a kio request; return the decoded kio response."""
+        cls = type(request)
+        v = cls.__version__ if version is None else version
+        buf = io.BytesIO()
+        entity_writer(cls)(buf, request)
+        self.send_raw(self.frame(cls.__api_key__, v, buf.getvalue()))
+        return self.read_response(cls.__api_key__, v)
+
+    def read_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._read_exactly(4))
+        return self._read_exactly(size)
+
+    def read_response(self, api_key: int, version: int) -> Any:
+        data = self.read_frame()
+        (correlation_id,) = struct.unpack_from(">i", data, 0)
+        assert correlation_id == self.correlation_id
+        offset = 4
+        if is_flexible(api_key, version) and api_key != 18:
+            offset += 1  # empty tagged fields of response header v1
+        cls = load_response_schema(api_key, version)
+        value, _ = entity_reader(cls)(memoryview(data).toreadonly(), offset)
+        return value
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True if the broker closes the connection within `timeout`."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False

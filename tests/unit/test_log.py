@@ -1,0 +1,368 @@
+"""The storage engine: append, read, roll, indexes, retention, recovery."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from moldau.clock import FakeClock
+from moldau.protocol.errors import (
+    CorruptMessageError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+)
+from moldau.protocol.records import (
+    BatchHeader,
+    Compression,
+    TimestampType,
+    build_batch,
+    iter_records,
+    split_batches,
+    validate_batch,
+)
+from moldau.storage.log import FetchDataInfo, Log
+from moldau.storage.log_config import LogConfig
+from moldau.storage.partition_name import TopicPartition
+from moldau.storage.segment import FileRecords
+
+TP = TopicPartition("t", 0)
+
+
+def open_log(path: Path, clock: FakeClock, clean: bool = True, **config: object) -> Log:
+    return Log.open(path, TP, LogConfig(**config), clock, had_clean_shutdown=clean)  # type: ignore[arg-type]
+
+
+def batch(
+    n: int, ts: int, size: int = 10, compression: Compression = Compression.NONE
+) -> memoryview:
+    return memoryview(
+        build_batch(
+            [(b"k%d" % i, b"v" * size) for i in range(n)], timestamp=ts, compression=compression
+        )
+    )
+
+
+def records_of(info: FetchDataInfo) -> list[tuple[int, bytes | None]]:
+    data = info.records.read() if isinstance(info.records, FileRecords) else info.records
+    out = []
+    for b in split_batches(data):
+        out += [(r.offset, r.value) for r in iter_records(b)]
+    return out
+
+
+def all_records(log: Log) -> list[int]:
+    """Every offset in the log, read as a consumer would: one read per segment."""
+    offsets: list[int] = []
+    pos = log.log_start_offset
+    while pos < log.log_end_offset:
+        got = [o for o, _ in records_of(log.read(pos, 2**30, log.log_end_offset, True))]
+        assert got, f"no progress at {pos}"
+        offsets += got
+        pos = got[-1] + 1
+    return offsets
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def test_offsets_are_assigned_contiguously_from_zero(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock)
+    infos = [log.append_as_leader(batch(3, clock.milliseconds()), 0) for _ in range(4)]
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 2), (3, 5), (6, 8), (9, 11)]
+    assert log.log_end_offset == 12
+    assert all_records(log) == list(range(12))
+
+
+def test_appended_batch_keeps_its_bytes_except_offset_and_epoch(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(batch(1, 5), 0)
+    original = batch(2, 7)
+    log.append_as_leader(original, 3)
+    stored = log.read_batches(1, 3)[0]
+    h = BatchHeader.parse(stored)
+    assert (h.base_offset, h.partition_leader_epoch) == (1, 3)
+    assert stored[17:] == bytes(original[17:])
+    validate_batch(stored)  # the CRC still holds: it does not cover offset or epoch
+
+
+def test_read_from_the_middle_of_a_batch_returns_that_whole_batch(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(batch(5, 1), 0)
+    log.append_as_leader(batch(5, 1), 0)
+    info = log.read(7, 2**20, log.log_end_offset, True)
+    assert [o for o, _ in records_of(info)] == [5, 6, 7, 8, 9]
+
+
+def test_read_stops_at_max_offset(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock)
+    for _ in range(3):
+        log.append_as_leader(batch(2, 1), 0)
+    assert [o for o, _ in records_of(log.read(0, 2**20, 4, True))] == [0, 1, 2, 3]
+    assert log.read(4, 2**20, 4, True).size == 0
+
+
+def test_read_respects_max_bytes_but_returns_one_batch_when_asked(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock)
+    b = batch(1, 1, size=500)
+    log.append_as_leader(b, 0)
+    log.append_as_leader(b, 0)
+    assert log.read(0, 100, 2, min_one_message=False).size == 100
+    info = log.read(0, 100, 2, min_one_message=True)
+    assert info.size == len(b)
+    assert not info.first_entry_incomplete
+
+
+def test_out_of_range_offsets_are_refused(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(batch(2, 1), 0)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(3, 100, 2, True)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100, 2, True)
+    assert log.read(2, 100, 2, True).size == 0  # the log end is a valid, empty position
+
+
+def test_corrupt_and_oversized_batches_are_refused_and_nothing_is_appended(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, max_message_bytes=200)
+    good = bytearray(batch(1, 1))
+    good[-1] ^= 0xFF
+    with pytest.raises(CorruptMessageError):
+        log.append_as_leader(memoryview(bytes(good)), 0)
+    with pytest.raises(MessageTooLargeError):
+        log.append_as_leader(batch(1, 1, size=300), 0)
+    assert log.log_end_offset == 0
+    assert log.size_in_bytes() == 0
+
+
+def test_segments_roll_by_size_and_reads_cross_them(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=1000)
+    for _ in range(20):
+        log.append_as_leader(batch(2, 1, size=100), 0)
+    assert len(log.segments) > 3
+    assert sorted(p.name for p in tmp_path.glob("*.log"))[0] == "00000000000000000000.log"
+    assert all_records(log) == list(range(40))
+
+
+def test_segments_roll_by_age_of_record_timestamps(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, segment_ms=1000)
+    t0 = clock.milliseconds()
+    log.append_as_leader(batch(1, t0), 0)
+    log.append_as_leader(batch(1, t0 + 500), 0)
+    assert len(log.segments) == 1
+    log.append_as_leader(batch(1, t0 + 1500), 0)
+    assert len(log.segments) == 2
+    assert log.segments[1].base_offset == 2
+
+
+def test_sparse_index_finds_offsets_deep_in_a_segment(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, index_interval_bytes=256)
+    for i in range(300):
+        log.append_as_leader(batch(1, i, size=50), 0)
+    assert log.active_segment.offset_index.entries > 10
+    for target in (0, 1, 150, 298, 299):
+        info = log.read(target, 1, log.log_end_offset, True)
+        assert records_of(info)[0][0] == target
+
+
+def test_log_append_time_sets_timestamps_and_keeps_the_crc_valid(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    info = log.append_as_leader(batch(3, 12345, compression=Compression.LZ4), 0)
+    assert info.log_append_time == clock.milliseconds()
+    stored = log.read_batches(0, 3)[0]
+    h = validate_batch(stored)
+    assert h.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert [r.timestamp for r in iter_records(stored)] == [clock.milliseconds()] * 3
+
+
+def test_create_time_outside_the_allowed_window_is_refused(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, message_timestamp_before_max_ms=1000)
+    with pytest.raises(InvalidTimestampError):
+        log.append_as_leader(batch(1, clock.milliseconds() - 5000), 0)
+    log.append_as_leader(batch(1, clock.milliseconds() - 500), 0)
+    assert log.log_end_offset == 1
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=600, index_interval_bytes=100)
+    for i in range(30):
+        ts = 1000 + i * 10
+        b = build_batch([(None, b"a"), (None, b"b")], timestamps=[ts, ts + 5])
+        log.append_as_leader(memoryview(b), 0)
+    assert len(log.segments) > 2
+    assert log.offset_for_timestamp(0) == (1000, 0)
+    assert log.offset_for_timestamp(1005) == (1005, 1)
+    assert log.offset_for_timestamp(1006) == (1010, 2)
+    assert log.offset_for_timestamp(1150) == (1150, 30)
+    assert log.offset_for_timestamp(1296) is None
+    assert log.max_timestamp_and_offset() == (1295, 59)
+
+
+def test_retention_by_bytes_deletes_oldest_segments_below_hw(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=500, retention_bytes=1000, file_delete_delay_ms=0)
+    for _ in range(20):
+        log.append_as_leader(batch(1, clock.milliseconds(), size=100), 0)
+    before = len(log.segments)
+    assert log.delete_old_segments(high_watermark=0) == 0  # nothing below the HW
+    deleted = log.delete_old_segments(high_watermark=log.log_end_offset)
+    assert deleted > 0 and len(log.segments) == before - deleted
+    assert log.size_in_bytes() - log.active_segment.size <= 1000
+    assert log.log_start_offset == log.segments[0].base_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100, log.log_end_offset, True)
+    log.delete_expired_files(clock.milliseconds())
+    assert not list(tmp_path.glob("*.deleted"))
+    assert len(list(tmp_path.glob("*.log"))) == len(log.segments)
+
+
+def test_retention_by_time_can_delete_everything_and_keeps_the_offsets(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, retention_ms=1000)
+    for _ in range(3):
+        log.append_as_leader(batch(1, clock.milliseconds()), 0)
+    clock.advance(5000)
+    assert log.delete_old_segments(log.log_end_offset) == 1
+    assert log.log_start_offset == log.log_end_offset == 3
+    assert log.append_as_leader(batch(1, clock.milliseconds()), 0).first_offset == 3
+
+
+def test_clean_reopen_keeps_everything(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=700)
+    for i in range(10):
+        log.append_as_leader(batch(2, 100 + i), 0)
+    log.close()
+    log = open_log(tmp_path, clock, segment_bytes=700)
+    assert log.log_end_offset == 20
+    assert all_records(log) == list(range(20))
+    assert log.offset_for_timestamp(105) == (105, 10)
+    assert log.append_as_leader(batch(1, 1), 0).first_offset == 20
+
+
+@pytest.mark.parametrize("damage", ["torn", "garbage", "bad_crc"])
+def test_recovery_cuts_a_torn_or_corrupt_tail(
+    tmp_path: Path, clock: FakeClock, damage: str
+) -> None:
+    log = open_log(tmp_path, clock)
+    for _ in range(5):
+        log.append_as_leader(batch(2, 1), 0)
+    good_size = log.size_in_bytes()
+    path = log.active_segment.log_path
+    # Simulate a crash: no close, then damage the end of the file.
+    extra = bytes(batch(2, 1))
+    with open(path, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        if damage == "torn":
+            f.write(extra[: len(extra) // 2])
+        elif damage == "garbage":
+            f.write(b"\x00\x00\x00\x00\x00\x00\x00\x0a\x7f\xff\xff\xff" + b"junk" * 10)
+        else:
+            b = bytearray(extra)
+            b[0:8] = (10).to_bytes(8, "big")
+            b[-1] ^= 1
+            f.write(b)
+    log = open_log(tmp_path, clock, clean=False)
+    assert log.size_in_bytes() == good_size
+    assert log.log_end_offset == 10
+    assert all_records(log) == list(range(10))
+    assert log.append_as_leader(batch(1, 1), 0).first_offset == 10
+
+
+def test_recovery_rebuilds_a_lost_index(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, index_interval_bytes=100)
+    for i in range(50):
+        log.append_as_leader(batch(1, i), 0)
+    index_path = log.active_segment.offset_index.path
+    log.close()
+    index_path.write_bytes(b"\x00\x00\x00\x05")  # a torn, nonsense index
+    log = open_log(tmp_path, clock, clean=False, index_interval_bytes=100)
+    assert log.active_segment.offset_index.entries > 5
+    assert records_of(log.read(42, 1, 50, True))[0][0] == 42
+
+
+def test_truncate_to_removes_the_tail(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=400)
+    for _ in range(10):
+        log.append_as_leader(batch(2, 1), 0)
+    log.truncate_to(8)
+    assert log.log_end_offset == 8
+    assert all_records(log) == list(range(8))
+    assert log.append_as_leader(batch(1, 1), 0).first_offset == 8
+
+
+def idempotent_batch(pid: int, epoch: int, seq: int, n: int = 2) -> memoryview:
+    return memoryview(
+        build_batch(
+            [(None, b"v%d" % i) for i in range(n)],
+            timestamp=1,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+        )
+    )
+
+
+def test_a_retried_idempotent_batch_is_acknowledged_with_its_offsets_not_appended(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock)
+    first = log.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    log.append_as_leader(idempotent_batch(7, 0, 2), 0)
+    retry = log.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+    assert log.log_end_offset == 4
+
+
+def test_sequence_gaps_and_old_epochs_are_refused(tmp_path: Path, clock: FakeClock) -> None:
+    from moldau.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(idempotent_batch(7, 1, 0), 0)
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        log.append_as_leader(idempotent_batch(7, 1, 5), 0)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(idempotent_batch(7, 0, 2), 0)
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        log.append_as_leader(idempotent_batch(7, 2, 3), 0)  # a new epoch starts at 0
+    log.append_as_leader(idempotent_batch(7, 2, 0), 0)
+    log.append_as_leader(idempotent_batch(8, 0, 40), 0)  # an unknown producer may start anywhere
+    assert log.log_end_offset == 6
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_producer_state_survives_reopen(tmp_path: Path, clock: FakeClock, clean: bool) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=300)
+    for seq in range(0, 20, 2):
+        log.append_as_leader(idempotent_batch(7, 0, seq), 0)
+    assert len(log.segments) > 2
+    if clean:
+        log.close()
+    log = open_log(tmp_path, clock, clean=clean, segment_bytes=300)
+    retry = log.append_as_leader(idempotent_batch(7, 0, 18), 0)
+    assert retry.duplicate and retry.first_offset == 18
+    from moldau.protocol.errors import OutOfOrderSequenceNumberError
+
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        log.append_as_leader(idempotent_batch(7, 0, 30), 0)
+    assert log.append_as_leader(idempotent_batch(7, 0, 20), 0).first_offset == 20
