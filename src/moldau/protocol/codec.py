@@ -18,17 +18,20 @@ from typing import Any, NamedTuple, cast
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_implicit_default, get_tagged_field_default
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
+    PrimitiveTupleField,
     classify_field,
     get_field_tag,
+    get_schema_field_type,
     is_optional,
 )
-from kio.serial._parse import get_field_reader
-from kio.serial.errors import BufferUnderflow
+from kio.serial._parse import get_field_reader, get_reader
+from kio.serial.errors import SerialError
 from kio.serial.readers import read_compact_array_length, read_legacy_array_length
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
@@ -47,8 +50,27 @@ class RequestHeader(NamedTuple):
     flexible: bool
 
 
-@cache
+# api key -> the versions kio has schemas for. Lookups of other (key, version)
+# pairs, which any peer can send, never reach the loader or a cache.
+_KNOWN_VERSIONS: dict[int, frozenset[int]] = {
+    key: frozenset(schema_name_map[name]) for key, name in api_key_map.items()
+}
+
+
+def _known(api_key: int, api_version: int) -> bool:
+    return api_version in _KNOWN_VERSIONS.get(api_key, ())
+
+
 def request_class(api_key: int, api_version: int) -> type[RequestPayload] | None:
+    return _request_class(api_key, api_version) if _known(api_key, api_version) else None
+
+
+def response_class(api_key: int, api_version: int) -> type[ResponsePayload] | None:
+    return _response_class(api_key, api_version) if _known(api_key, api_version) else None
+
+
+@cache
+def _request_class(api_key: int, api_version: int) -> type[RequestPayload] | None:
     try:
         return load_request_schema(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):
@@ -56,24 +78,20 @@ def request_class(api_key: int, api_version: int) -> type[RequestPayload] | None
 
 
 @cache
-def response_class(api_key: int, api_version: int) -> type[ResponsePayload] | None:
+def _response_class(api_key: int, api_version: int) -> type[ResponsePayload] | None:
     try:
         return load_response_schema(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):
         return None
 
 
-@cache
 def is_flexible(api_key: int, api_version: int) -> bool:
-    cls = request_class(api_key, api_version)
-    if cls is not None:
-        return bool(cls.__flexible__)
+    versions = _KNOWN_VERSIONS.get(api_key)
+    if not versions:
+        return False
     # A version newer than kio knows is flexible if the newest known one is.
-    for v in range(api_version, -1, -1):
-        cls = request_class(api_key, v)
-        if cls is not None:
-            return bool(cls.__flexible__)
-    return False
+    cls = request_class(api_key, min(api_version, max(versions)))
+    return bool(cls.__flexible__) if cls is not None else False
 
 
 def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
@@ -91,20 +109,20 @@ def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
 
 
 def decode_request(header: RequestHeader, frame: memoryview, offset: int) -> RequestPayload:
-    """Decode a request body with kio. Raises DecodeError for malformed bytes."""
+    """Decode a request body. Raises DecodeError for malformed bytes.
+
+    Flexible versions are decoded by `_safe_reader`, a Python walk of kio's schema:
+    kio's native reader sizes a compact array by its claimed length before reading it
+    (a claim of 2^32 items aborts the process), and it refuses unknown tagged fields,
+    which Kafka skips. Older versions use kio's native reader, which is safe there."""
     cls = request_class(header.api_key, header.api_version)
     if cls is None:
         raise DecodeError(f"no schema for api {header.api_key} v{header.api_version}")
     buf = frame.toreadonly()
+    reader = _safe_reader(cls) if cls.__flexible__ else entity_reader(cls)
     try:
-        value, _ = entity_reader(cls)(buf, offset)
-    except KeyError:
-        # An unknown tagged field: Kafka skips it; kio refuses. Walk it ourselves.
-        try:
-            value, _ = _tolerant_reader(cls)(buf, offset)
-        except (BufferUnderflow, ValueError, UnicodeDecodeError, OverflowError) as e:
-            raise DecodeError(str(e)) from e
-    except (BufferUnderflow, ValueError, UnicodeDecodeError, OverflowError) as e:
+        value, _ = reader(buf, offset)
+    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, KeyError, IndexError) as e:
         raise DecodeError(str(e) or type(e).__name__) from e
     return value
 
@@ -130,11 +148,11 @@ def encode_response(header: RequestHeader, response: Entity) -> bytes:
     return pack_i32(len(head) + len(body)) + head + body
 
 
-# -- the tolerant reader ---------------------------------------------------------------
+# -- the safe reader ---------------------------------------------------------------
 
 
 @cache
-def _tolerant_reader(cls: type[Entity]) -> _Read:
+def _safe_reader(cls: type[Entity]) -> _Read:
     flexible = bool(cls.__flexible__)
     regular: list[tuple[str, _Read]] = []
     tagged: dict[int, tuple[str, _Read]] = {}
@@ -174,8 +192,27 @@ def _field_reader(
 ) -> _Read:
     kind = classify_field(f)
     flexible = bool(cls.__flexible__)
+    if isinstance(kind, PrimitiveTupleField):
+        item_reader = get_reader(get_schema_field_type(f), flexible, False)
+        read_len = read_compact_array_length if flexible else read_legacy_array_length
+
+        def read_primitives(buf: memoryview, pos: int) -> tuple[Any, int]:
+            n, size = read_len(buf, pos)
+            if n is None or n < 0:
+                return None, size
+            if n > len(buf) - pos:
+                raise DecodeError(f"array of {n} items in {len(buf) - pos} bytes")
+            items = []
+            total = size
+            for _ in range(n):
+                v, k = item_reader(buf, pos + total)
+                items.append(v)
+                total += k
+            return tuple(items), total
+
+        return read_primitives
     if isinstance(kind, EntityTupleField):
-        item = _tolerant_reader(kind.type_)
+        item = _safe_reader(kind.type_)
         read_len = read_compact_array_length if flexible else read_legacy_array_length
 
         def read_array(buf: memoryview, pos: int) -> tuple[Any, int]:
@@ -194,7 +231,7 @@ def _field_reader(
 
         return read_array
     if isinstance(kind, EntityField):
-        inner = _tolerant_reader(kind.type_)
+        inner = _safe_reader(kind.type_)
         if is_optional(f) and not is_tag:
 
             def read_nullable(buf: memoryview, pos: int) -> tuple[Any, int]:
@@ -247,6 +284,8 @@ def _zero(f: dataclasses.Field[Any]) -> Any:
     kafka_type = f.metadata.get("kafka_type")
     if kafka_type == "error_code":
         return ErrorCode.none
+    if kafka_type == "bool":
+        return False
     return get_implicit_default(kind.type_)
 
 

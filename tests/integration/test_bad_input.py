@@ -1,0 +1,186 @@
+"""Bad input gets a clear answer and nothing is lost: malformed frames close only
+their own connection, bad requests get Kafka's error codes, memory stays bounded."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import build_batch
+from moldau.testing.process import BrokerProcess
+from tests.integration import requests as rq
+from tests.integration.clients import create_topic
+from tests.integration.kafka_wire import WireClient
+
+pytestmark = pytest.mark.integration
+
+
+def alive(bootstrap: str) -> bool:
+    """The broker still answers ApiVersions on a new connection."""
+    with WireClient(bootstrap) as c:
+        response = c.request(
+            rq.request(18, 3, client_software_name="t", client_software_version="1")
+        )
+        return bool(response.error_code == ErrorCode.none and len(response.api_keys) > 5)
+
+
+def closed_after(bootstrap: str, data: bytes, then_close: bool = False) -> bool:
+    with WireClient(bootstrap) as c:
+        c.send_raw(data)
+        if then_close:
+            return True
+        return c.is_closed_by_peer()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(os.urandom(4096), id="garbage"),
+        pytest.param(struct.pack(">i", 2**31 - 1) + b"x" * 100, id="size-2^31-1"),
+        pytest.param(struct.pack(">i", -5) + b"x" * 100, id="negative-size"),
+        pytest.param(
+            struct.pack(">i", 8) + struct.pack(">hhi", 3, 1, 1)[:8], id="header-too-short"
+        ),
+        pytest.param(
+            struct.pack(">i", 18)
+            + struct.pack(">hhih", 3, 1, 1, 4)
+            + b"test"
+            + struct.pack(">i", 10**9),
+            id="array-of-a-billion",
+        ),
+        pytest.param(
+            struct.pack(">i", 12) + struct.pack(">hhih", 999, 0, 1, 0) + b"xx", id="unknown-api"
+        ),
+    ],
+)
+def test_malformed_frames_close_only_their_connection(bootstrap: str, data: bytes) -> None:
+    with WireClient(bootstrap) as bystander:
+        assert closed_after(bootstrap, data)
+        # Another connection, opened before, still works.
+        response = bystander.request(rq.metadata(version=1))
+        assert response.brokers
+    assert alive(bootstrap)
+
+
+def test_a_truncated_frame_then_hang_up_leaves_the_broker_serving(bootstrap: str) -> None:
+    closed_after(bootstrap, struct.pack(">i", 1000) + b"partial", then_close=True)
+    assert alive(bootstrap)
+
+
+def test_memory_stays_bounded_under_hostile_frames(broker: BrokerProcess) -> None:
+    before = broker.rss_bytes()
+    socks = []
+    for _ in range(20):
+        s = socket.create_connection((broker.host, broker.port))
+        # Declares 100 MB (within socket.request.max.bytes) but sends almost nothing.
+        s.sendall(struct.pack(">i", 100 * 1024 * 1024 - 1) + b"x" * 1000)
+        socks.append(s)
+    for _ in range(20):
+        closed_after(
+            broker.bootstrap,
+            struct.pack(">i", 22)
+            + struct.pack(">hhih", 3, 12, 1, 0)
+            + b"\x00"
+            + b"\xff\xff\xff\xff\x0f"
+            + b"\x00" * 8,
+        )
+    assert alive(broker.bootstrap)
+    grown = broker.rss_bytes() - before
+    for s in socks:
+        s.close()
+    assert grown < 50 * 1024 * 1024, f"RSS grew by {grown} bytes"
+
+
+def test_a_batch_with_a_bad_crc_is_refused_and_nothing_is_appended(
+    bootstrap: str, topic_name: str
+) -> None:
+    create_topic(bootstrap, topic_name)
+    good = build_batch([(b"k", b"v")])
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF
+    with WireClient(bootstrap) as c:
+        r = c.request(rq.produce(topic_name, 0, bytes(bad)))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
+        r = c.request(rq.produce(topic_name, 0, good))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert r.responses[0].partition_responses[0].base_offset == 0
+        latest = c.request(rq.list_offsets(topic_name, 0, -1))
+        assert latest.topics[0].partitions[0].offset == 1
+
+
+def test_an_oversized_batch_is_refused_with_message_too_large(
+    bootstrap: str, topic_name: str
+) -> None:
+    create_topic(bootstrap, topic_name, **{"max.message.bytes": "1000"})
+    with WireClient(bootstrap) as c:
+        r = c.request(rq.produce(topic_name, 0, build_batch([(None, b"x" * 2000)])))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.message_too_large
+        latest = c.request(rq.list_offsets(topic_name, 0, -1))
+        assert latest.topics[0].partitions[0].offset == 0
+
+
+def test_two_batches_in_one_partition_are_refused(bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name)
+    with WireClient(bootstrap) as c:
+        two = build_batch([(None, b"a")]) + build_batch([(None, b"b")])
+        r = c.request(rq.produce(topic_name, 0, two))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ".", "x" * 250, "", "white space", "ä"])
+def test_bad_topic_names_are_invalid_topic_exception(bootstrap: str, name: str) -> None:
+    with WireClient(bootstrap) as c:
+        created = c.request(rq.create_topics(name))
+        assert created.topics[0].error_code == ErrorCode.invalid_topic_exception
+        if name:
+            md = c.request(rq.metadata(name))
+            assert md.topics[0].error_code == ErrorCode.invalid_topic_exception
+
+
+def test_out_of_range_fetch_offset(bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name)
+    with WireClient(bootstrap) as c:
+        c.request(rq.produce(topic_name, 0, build_batch([(None, b"a"), (None, b"b")])))
+        for offset in (3, 1000, -7):
+            r = c.request(rq.fetch(topic_name, 0, offset))
+            p = r.responses[0].partitions[0]
+            assert p.error_code == ErrorCode.offset_out_of_range
+            assert p.high_watermark == 2
+        ok = c.request(rq.fetch(topic_name, 0, 2)).responses[0].partitions[0]
+        assert ok.error_code == ErrorCode.none and not ok.records
+
+
+def test_unsupported_versions(bootstrap: str) -> None:
+    with WireClient(bootstrap) as c:
+        # ApiVersions in a version from the future: the v0 answer with every key.
+        body = b"\x00"
+        c.send_raw(c.frame(18, 99, body))
+        data = c.read_frame()
+        (error,) = struct.unpack_from(">h", data, 4)
+        (count,) = struct.unpack_from(">i", data, 6)
+        assert error == ErrorCode.unsupported_version
+        assert count >= 15
+        # An API whose response has a top-level error code says UNSUPPORTED_VERSION.
+        r = c.request(rq.request(60, 2, endpoint_type=1))
+        assert r.error_code == ErrorCode.unsupported_version
+    with WireClient(bootstrap) as c:
+        # One without (Produce v2, removed in Kafka 4): the connection is closed.
+        c.send_raw(c.frame(0, 2, b"\x00" * 20))
+        assert c.is_closed_by_peer()
+
+
+def test_unknown_topic_with_auto_create_off(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", {"auto.create.topics.enable": "false"})
+    with b, WireClient(b.bootstrap) as c:
+        md = c.request(rq.metadata("nope"))
+        assert md.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+        r = c.request(rq.produce("nope", 0, build_batch([(None, b"a")])))
+        error = r.responses[0].partition_responses[0].error_code
+        assert error == ErrorCode.unknown_topic_or_partition
+        f = c.request(rq.fetch("nope", 0, 0))
+        assert f.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
