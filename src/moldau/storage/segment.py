@@ -92,6 +92,9 @@ class LogSegment:
             base_offset,
             max_index_bytes,
         )
+        # The index files exist from the start, as Kafka's do, even while empty.
+        self.offset_index.path.touch(exist_ok=True)
+        self.time_index.path.touch(exist_ok=True)
         self.index_interval_bytes = index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.created_ms = created_ms
