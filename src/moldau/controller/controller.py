@@ -93,9 +93,8 @@ class Controller:
             try:
                 await self._process(event)
             except ControllerMovedError:
-                log.info("controller %d: another controller was elected; resigning", self.broker_id)
-                self._resign()
-                await self._elect()
+                log.info("controller %d: the controller epoch moved on; resigning", self.broker_id)
+                await self._trigger_controller_move()
             except Exception:
                 # Like Kafka's event manager: log the failure with its traceback and go
                 # on with the next event rather than leave the cluster without one.
@@ -165,6 +164,14 @@ class Controller:
         await self.client.get_controller_id(self._on_controller_node)
         log.info("broker %d is the controller, epoch %d", self.broker_id, self.ctx.epoch)
         await self._on_controller_failover()
+
+    async def _trigger_controller_move(self) -> None:
+        """Our epoch is stale: resign, give up /controller if it still names us (a
+        fresh election then bumps the epoch again), and take part in that election."""
+        self._resign()
+        if await self.client.get_controller_id() == self.broker_id:
+            await self.client.delete_controller_node()
+        await self._elect()
 
     def _resign(self) -> None:
         if self.ctx.epoch:

@@ -105,6 +105,10 @@ class MetadataClient:
             assert not isinstance(new_stat, str) and new_stat is not None
             return epoch, new_stat.version
 
+    async def delete_controller_node(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self.store.delete(z.CONTROLLER)
+
     async def controller_write(self, epoch_zk_version: int, ops: Sequence[Op]) -> None:
         """Apply ops only if the controller epoch is still ours."""
         try:

@@ -86,6 +86,7 @@ class EmbeddedTree:
             return
         state = json.loads(path.read_text())
         self._zxid = state["zxid"]
+        self._nodes["/"].seq = state.get("root_seq", 0)
         for p, n in state["nodes"].items():
             self._nodes[p] = _Node(
                 base64.b64decode(n["data"]),
@@ -116,7 +117,10 @@ class EmbeddedTree:
             if p != "/" and n.ephemeral_owner == 0
         }
         write_atomically(
-            self._dir / STATE_FILE, json.dumps({"zxid": self._zxid, "nodes": nodes}).encode()
+            self._dir / STATE_FILE,
+            json.dumps(
+                {"zxid": self._zxid, "root_seq": self._nodes["/"].seq, "nodes": nodes}
+            ).encode(),
         )
 
     # -- sessions ------------------------------------------------------------------------

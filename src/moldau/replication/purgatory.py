@@ -118,7 +118,9 @@ class DelayedOperationPurgatory(Generic[K, Op]):
         self.name = name
         self.timer = timer
         self._watchers: dict[K, list[Op]] = {}
-        self._watches_since_purge = 0
+        # Operations completed (or expired) since the last purge; some of them are
+        # still listed under keys nobody has checked since.
+        self._completed_since_purge = 0
 
     def try_complete_else_watch(self, op: Op, keys: Iterable[K]) -> bool:
         """True if `op` completed now; otherwise it is watched under `keys` and its
@@ -129,14 +131,21 @@ class DelayedOperationPurgatory(Generic[K, Op]):
             if op.is_completed:
                 return False
             self._watchers.setdefault(key, []).append(op)
-            self._watches_since_purge += 1
-        if self._watches_since_purge >= _PURGE_INTERVAL:
-            self._purge_completed()
         if op.try_complete():
+            self._count_completed(1)
             return True
         if not op.is_completed:
-            op._timer = self.timer.schedule(op.delay_ms, op._expire)
+            op._timer = self.timer.schedule(op.delay_ms, lambda: self._expire(op))
         return False
+
+    def _expire(self, op: Op) -> None:
+        op._expire()
+        self._count_completed(1)
+
+    def _count_completed(self, n: int) -> None:
+        self._completed_since_purge += n
+        if self._completed_since_purge >= _PURGE_INTERVAL:
+            self._purge_completed()
 
     def check_and_complete(self, key: K) -> int:
         """Try to complete the operations watching `key`; returns how many did."""
@@ -156,12 +165,14 @@ class DelayedOperationPurgatory(Generic[K, Op]):
             self._watchers[key] = remaining
         else:
             del self._watchers[key]
+        if completed:
+            self._count_completed(completed)
         return completed
 
     def _purge_completed(self) -> None:
         """Drop completed operations still listed under keys nobody checked (an op
         completed through one key stays listed under its others)."""
-        self._watches_since_purge = 0
+        self._completed_since_purge = 0
         for key in list(self._watchers):
             live = [op for op in self._watchers[key] if not op.is_completed]
             if live:

@@ -1,0 +1,223 @@
+"""The controller on the embedded store, with brokers that record what it sends:
+election and failover, topic creation, broker failure, deletion."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from moldau.clock import FakeClock
+from moldau.controller.admin import NewTopic, TopicAdmin
+from moldau.controller.assignment import BrokerMetadata
+from moldau.controller.channel import InProcessTransport
+from moldau.controller.controller import Controller
+from moldau.metadata import znodes as z
+from moldau.metadata.client import MetadataClient
+from moldau.metadata.embedded import EmbeddedTree
+from moldau.protocol.control import (
+    ControlRequest,
+    ControlResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    PartitionError,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from moldau.storage.partition_name import TopicPartition
+
+
+class RecordingBroker:
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.received: list[ControlRequest] = []
+
+    async def handle_control_request(self, request: ControlRequest) -> ControlResponse:
+        self.received.append(request)
+        if isinstance(request, StopReplicaRequest):
+            return StopReplicaResponse(
+                0, tuple(PartitionError(s.topic, s.partition, 0) for s in request.partition_states)
+            )
+        if isinstance(request, LeaderAndIsrRequest):
+            return LeaderAndIsrResponse(0)
+        return UpdateMetadataResponse(0)
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [r for r in self.received if isinstance(r, kind)]
+
+
+class Cluster:
+    def __init__(self, tmp: Path, n: int) -> None:
+        self.tree = EmbeddedTree(tmp)
+        self.transport = InProcessTransport()
+        self.clock = FakeClock()
+        self.brokers = {i: RecordingBroker(i) for i in range(1, n + 1)}
+        self.sessions: dict[int, Any] = {}
+        self.controllers: dict[int, Controller] = {}
+
+    async def start_broker(self, i: int, unclean: bool = False) -> None:
+        session = self.tree.session()
+        await session.start()
+        self.sessions[i] = session
+        client = MetadataClient(session)
+        await client.create_top_level_paths()
+        self.transport.brokers[i] = self.brokers[i]
+        reg = z.BrokerRegistration(i, (z.EndPoint("PLAINTEXT", "localhost", 9000 + i),))
+        await client.register_broker(reg, self.clock.milliseconds())
+
+        async def unclean_enabled(topic: str) -> bool:
+            return unclean
+
+        controller = Controller(i, client, self.transport, self.clock, unclean_enabled)
+        self.controllers[i] = controller
+        await controller.start()
+        await self.settle()
+
+    async def kill_broker(self, i: int) -> None:
+        await self.controllers.pop(i).close()
+        await self.sessions.pop(i).close()
+        self.transport.brokers.pop(i)
+        await self.settle()
+
+    async def settle(self) -> None:
+        for _ in range(50):
+            await asyncio.sleep(0.005)
+            if all(c.idle.is_set() for c in self.controllers.values()):
+                await asyncio.sleep(0.005)
+                if all(c.idle.is_set() for c in self.controllers.values()):
+                    return
+
+    def active(self) -> Controller:
+        (active,) = [c for c in self.controllers.values() if c.is_active]
+        return active
+
+    def client(self) -> MetadataClient:
+        return MetadataClient(next(iter(self.sessions.values())))
+
+    async def create_topic(self, name: str, assignment: dict[int, list[int]]) -> None:
+        await TopicAdmin(self.client()).create_topic(
+            NewTopic(name, assignments=assignment),
+            [BrokerMetadata(i) for i in self.sessions],
+            1,
+            1,
+        )
+        await self.settle()
+
+    async def state(self, topic: str, partition: int) -> z.LeaderIsrAndControllerEpoch:
+        states = await self.client().get_partition_states([TopicPartition(topic, partition)])
+        return states[TopicPartition(topic, partition)]
+
+
+def run(tmp: Path, n: int, body: Callable[[Cluster], Awaitable[None]]) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp, n)
+        try:
+            for i in range(1, n + 1):
+                await cluster.start_broker(i)
+            await body(cluster)
+        finally:
+            for c in cluster.controllers.values():
+                await c.close()
+
+    asyncio.run(main())
+
+
+def test_one_controller_is_elected_and_another_takes_over_when_it_dies(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        first = c.active()
+        assert first.broker_id == 1 and first.ctx.epoch == 1
+        await c.kill_broker(1)
+        second = c.active()
+        assert second.broker_id in (2, 3) and second.ctx.epoch == 2
+        assert second.ctx.live_broker_ids == {2, 3}
+
+    run(tmp_path, 3, body)
+
+
+def test_a_new_topic_gets_leaders_and_every_broker_hears_of_it(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1], 1: [3, 2], 2: [1, 3]})
+        for p, leader in ((0, 2), (1, 3), (2, 1)):
+            state = await c.state("t", p)
+            assert state.leader_and_isr.leader == leader
+            assert state.leader_and_isr.leader_epoch == 0
+            assert state.controller_epoch == 1
+        lai = c.brokers[2].of(LeaderAndIsrRequest)
+        states = {(s.topic, s.partition): s for r in lai for s in r.partition_states}
+        assert set(states) == {("t", 0), ("t", 1)}
+        assert states[("t", 0)].leader == 2 and states[("t", 0)].is_new
+        for b in c.brokers.values():
+            seen = {
+                (s.topic, s.partition)
+                for r in b.of(UpdateMetadataRequest)
+                for s in r.partition_states
+            }
+            assert {("t", 0), ("t", 1), ("t", 2)} <= seen
+
+    run(tmp_path, 3, body)
+
+
+def test_partitions_of_a_dead_leader_move_to_the_next_isr_member(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [3, 1, 2], 1: [1, 3, 2]})
+        await c.kill_broker(3)
+        moved = await c.state("t", 0)
+        assert moved.leader_and_isr.leader == 1
+        assert moved.leader_and_isr.leader_epoch == 1
+        assert set(moved.leader_and_isr.isr) == {1, 2}
+        kept = await c.state("t", 1)
+        assert kept.leader_and_isr.leader == 1
+        assert 3 not in kept.leader_and_isr.isr
+
+    run(tmp_path, 3, body)
+
+
+def test_without_a_live_isr_member_the_partition_stays_offline_unless_unclean(
+    tmp_path: Path,
+) -> None:
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2]})
+        await c.kill_broker(2)
+        state = await c.state("t", 0)
+        assert state.leader_and_isr.leader == -1
+        assert state.leader_and_isr.isr == (2,)  # the last ISR member is kept
+
+    run(tmp_path, 2, body)
+
+
+def test_deleting_a_topic_stops_its_replicas_and_removes_its_znodes(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        await c.create_topic("doomed", {0: [1, 2], 1: [2, 1]})
+        await c.client().mark_topic_for_deletion("doomed")
+        await c.settle()
+        for b in c.brokers.values():
+            stops = {
+                (s.topic, s.partition, s.delete_partition)
+                for r in b.of(StopReplicaRequest)
+                for s in r.partition_states
+            }
+            assert {("doomed", 0, True), ("doomed", 1, True)} <= stops
+        assert not await c.client().topic_exists("doomed")
+        assert not await c.client().is_marked_for_deletion("doomed")
+        assert "doomed" not in c.active().ctx.all_topics
+
+    run(tmp_path, 2, body)
+
+
+def test_a_controller_whose_epoch_was_taken_writes_nothing_more_in_it(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        # Someone bumped the controller epoch behind the controller's back: its next
+        # conditional write fails, it resigns, and a new election starts a new epoch.
+        _, stat = await c.sessions[2].get(z.CONTROLLER_EPOCH)
+        await c.sessions[2].set(z.CONTROLLER_EPOCH, b"5", stat.version)
+        await c.create_topic("t", {0: [1]})
+        await c.settle()
+        active = c.active()
+        assert active.ctx.epoch == 6
+        state = await c.state("t", 0)
+        assert state.controller_epoch == 6  # written in the new epoch, not the stale one
+
+    run(tmp_path, 2, body)
