@@ -46,6 +46,8 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         """Start and wait until it accepts connections. A restart keeps its port."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"broker process {self.proc.pid} is already running")
         cmd = [
             sys.executable, "-m", "moldau", "serve",
             "--host", self.host,
