@@ -366,3 +366,28 @@ def test_producer_state_survives_reopen(tmp_path: Path, clock: FakeClock, clean:
     with pytest.raises(OutOfOrderSequenceNumberError):
         log.append_as_leader(idempotent_batch(7, 0, 30), 0)
     assert log.append_as_leader(idempotent_batch(7, 0, 20), 0).first_offset == 20
+
+
+@pytest.mark.parametrize("target", [Compression.NONE, Compression.ZSTD, Compression.GZIP])
+def test_a_topic_codec_other_than_producer_recompresses(
+    tmp_path: Path, clock: FakeClock, target: Compression
+) -> None:
+    log = open_log(tmp_path, clock, compression=target)
+    source = build_batch(
+        [(b"k", b"v" * 100, [("h", b"1")]), (None, None)],
+        timestamps=[5, 9],
+        compression=Compression.LZ4,
+        producer_id=3,
+        producer_epoch=1,
+        base_sequence=0,
+    )
+    log.append_as_leader(memoryview(source), 2)
+    stored = log.read_batches(0, 2)[0]
+    h = validate_batch(stored)
+    assert h.compression == target
+    assert (h.producer_id, h.producer_epoch, h.base_sequence) == (3, 1, 0)
+    assert h.partition_leader_epoch == 2
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in iter_records(stored)] == [
+        (0, 5, b"k", b"v" * 100, (("h", b"1"),)),
+        (1, 9, None, None, ()),
+    ]

@@ -20,7 +20,7 @@ from moldau.config.configdef import (
 )
 from moldau.config.configdef import ConfigType as T
 from moldau.config.configdef import Importance as I
-from moldau.protocol.records import TimestampType
+from moldau.protocol.records import Compression, TimestampType
 from moldau.storage.log_config import LogConfig
 
 LONG_MAX = 2**63 - 1
@@ -180,6 +180,16 @@ class BrokerDefaults:
         raise NotImplementedError
 
 
+_CODECS: dict[str, Compression | None] = {
+    "producer": None,
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
 def log_config(values: Mapping[str, Any]) -> LogConfig:
     """The storage layer's view of an effective topic config."""
     policy = values["cleanup.policy"]
@@ -202,6 +212,7 @@ def log_config(values: Mapping[str, Any]) -> LogConfig:
         flush_messages=values["flush.messages"],
         flush_ms=values["flush.ms"],
         file_delete_delay_ms=values["file.delete.delay.ms"],
+        compression=_CODECS[values["compression.type"]],
         compact="compact" in policy,
         delete="delete" in policy,
         min_insync_replicas=values["min.insync.replicas"],

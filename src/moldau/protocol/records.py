@@ -346,3 +346,29 @@ def build_batch(
     batch = header + payload
     struct.pack_into(">I", batch, OFFSET_CRC, compute_crc(batch))
     return bytes(batch)
+
+
+def recompress(batch: Buffer, codec: Compression) -> bytes:
+    """The same batch with its records re-encoded under `codec` (for topics whose
+    compression.type is not `producer`). Offsets, timestamps, headers, producer
+    fields and attributes other than the codec are kept."""
+    h = BatchHeader.parse(batch)
+    records = list(iter_records(batch))
+    out = bytearray(
+        build_batch(
+            [(r.key, r.value, r.headers) for r in records],
+            base_offset=h.base_offset,
+            timestamps=[r.timestamp for r in records],
+            compression=codec,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            partition_leader_epoch=h.partition_leader_epoch,
+        )
+    )
+    # Keep the original header fields the records do not determine.
+    attributes = (h.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
+    struct.pack_into(">h", out, OFFSET_ATTRIBUTES, attributes)
+    struct.pack_into(">iqq", out, 23, h.last_offset_delta, h.base_timestamp, h.max_timestamp)
+    struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
+    return bytes(out)

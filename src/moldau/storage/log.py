@@ -37,6 +37,7 @@ from moldau.protocol.records import (
     BatchHeader,
     TimestampType,
     iter_records,
+    recompress,
     validate_batch,
 )
 from moldau.storage.leader_epoch import LeaderEpochCache
@@ -280,6 +281,17 @@ class Log:
         if size > self.config.segment_bytes:
             raise RecordListTooLargeError(f"batch of {size} bytes exceeds segment.bytes")
         header = validate_batch(batch)
+        codec = self.config.compression
+        if codec is not None and codec != header.compression:
+            # Kafka recompresses to the topic's codec: the one append path that
+            # decodes records, and only when a topic asks for it.
+            batch = memoryview(recompress(batch, codec))
+            size = len(batch)
+            header = BatchHeader.parse(batch)
+            if size > self.config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"recompressed batch of {size} bytes exceeds max.message.bytes"
+                )
         if header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:

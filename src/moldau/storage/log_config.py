@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moldau.protocol.records import TimestampType
+from moldau.protocol.records import Compression, TimestampType
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,8 @@ class LogConfig:
     flush_messages: int = 2**63 - 1
     flush_ms: int = 2**63 - 1
     file_delete_delay_ms: int = 60_000
+    # None keeps each producer's codec (compression.type=producer).
+    compression: Compression | None = None
     compact: bool = False
     delete: bool = True  # cleanup.policy contains "delete"
     # Replication settings of the topic, carried here as Kafka's LogConfig does.
