@@ -118,6 +118,8 @@ BROKER_CONFIG = ConfigDef(
                   "Segment size of __consumer_offsets.", at_least(1)),
         ConfigKey("offsets.retention.minutes", T.INT, 10_080, I.HIGH,
                   "How long committed offsets of an empty group are kept.", at_least(1)),
+        ConfigKey("offsets.retention.check.interval.ms", T.LONG, 600_000, I.HIGH,
+                  "How often expired offsets are looked for.", at_least(1)),
         ConfigKey("offset.metadata.max.bytes", T.INT, 4096, I.HIGH,
                   "Largest metadata string of a committed offset."),
         ConfigKey("fetch.max.bytes", T.INT, 57_671_680, I.MEDIUM,

@@ -1,34 +1,47 @@
-"""Group coordinator: where a group's committed offsets live.
+"""Group coordinator (Kafka's classic GroupCoordinator and GroupMetadataManager).
 
 A group belongs to partition abs(hashCode(group id)) % offsets.topic.num.partitions
 of __consumer_offsets (Java's String.hashCode); the leader of that partition is the
-group's coordinator. Committed offsets are records in that partition, written with
-acks=all through the ordinary log, and the in-memory view is rebuilt from the
-partition whenever this broker becomes its leader.
+group's coordinator. Group metadata and committed offsets are records in that
+partition, written with acks=all through the ordinary log; the in-memory view is
+rebuilt from the partition whenever this broker becomes its leader.
 
-This first part serves offsets for consumers that assign partitions themselves
-(generation -1); membership (JoinGroup/SyncGroup/Heartbeat) comes on top of it.
+Membership follows the classic protocol: JoinGroup (a new member first gets
+MEMBER_ID_REQUIRED and a member id), a rebalance that waits for every member to
+rejoin (DelayedJoin, or InitialDelayedJoin for a new group), SyncGroup (the leader
+hands out assignments, stored with the group), Heartbeat within the session timeout
+(DelayedHeartbeat), LeaveGroup. Every wait is a purgatory operation on the injected
+timer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from moldau.clock import Clock
+from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from moldau.coordinator.records import (
     GroupMetadataKey,
+    GroupMetadataValue,
+    MemberRecord,
     OffsetAndMetadata,
     OffsetKey,
+    decode_group_value,
     decode_key,
     decode_offset_value,
+    encode_group_key,
+    encode_group_value,
     encode_offset_key,
     encode_offset_value,
 )
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.produce import ProducePartitionResponse
 from moldau.protocol.records import build_batch, iter_records
+from moldau.replication.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
@@ -38,6 +51,8 @@ log = logging.getLogger(__name__)
 CONSUMER_OFFSETS = "__consumer_offsets"
 # How many batches of the offsets log are read before yielding to other work.
 _LOAD_BATCHES_PER_STEP = 500
+# How long a member that joined but never came back after the join may linger.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
 def java_string_hash(s: str) -> int:
@@ -59,10 +74,121 @@ def partition_for_group(group_id: str, num_partitions: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupConfig:
+    num_partitions: int = 50
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    max_metadata_size: int = 4096
+    commit_timeout_ms: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetCommitEntry:
     offset: int
     leader_epoch: int
     metadata: str | None
+
+
+@dataclass(slots=True)
+class JoinResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    # (member id, group instance id, metadata): for the leader only
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+class DelayedJoin(DelayedOperation):
+    """Completes when every member has rejoined, or at the rebalance timeout."""
+
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.coordinator = coordinator
+        self.group = group
+
+    def try_complete(self) -> bool:
+        if self.group.all_members_joined():
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.coordinator._on_complete_join(self.group)
+
+
+class InitialDelayedJoin(DelayedJoin):
+    """The first rebalance of an empty group waits group.initial.rebalance.delay.ms,
+    and again while new members keep arriving, up to the rebalance timeout, so that
+    a group starting together forms in one rebalance."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        group: GroupMetadata,
+        configured_delay_ms: int,
+        delay_ms: int,
+        remaining_ms: int,
+    ) -> None:
+        super().__init__(coordinator, group, delay_ms)
+        self.configured_delay_ms = configured_delay_ms
+        self.remaining_ms = remaining_ms
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        group = self.group
+        if group.new_member_added and self.remaining_ms != 0:
+            group.new_member_added = False
+            delay = min(self.configured_delay_ms, self.remaining_ms)
+            remaining = max(self.remaining_ms - delay, 0)
+            self.coordinator.join_purgatory.try_complete_else_watch(
+                InitialDelayedJoin(
+                    self.coordinator, group, self.configured_delay_ms, delay, remaining
+                ),
+                [group.group_id],
+            )
+        else:
+            super().on_complete()
+
+
+class DelayedHeartbeat(DelayedOperation):
+    """Expires a member that has not been heard from within its session timeout."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        delay_ms: int,
+    ) -> None:
+        super().__init__(delay_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.member = member
+
+    def try_complete(self) -> bool:
+        if self.member.heartbeat_satisfied:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator._on_heartbeat_expired(self.group, self.member)
 
 
 class GroupCoordinator:
@@ -71,30 +197,39 @@ class GroupCoordinator:
         broker_id: int,
         replica_manager: ReplicaManager,
         clock: Clock,
-        num_partitions: int,
-        max_metadata_size: int,
-        commit_timeout_ms: int = 5000,
+        timer: Timer,
+        config: GroupConfig,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.clock = clock
-        self.num_partitions = num_partitions
-        self.max_metadata_size = max_metadata_size
-        self.commit_timeout_ms = commit_timeout_ms
-        # group -> partition -> committed offset
-        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.config = config
+        self.num_partitions = config.num_partitions
+        self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()
         self.loading: set[int] = set()
+        self.join_purgatory: DelayedOperationPurgatory[str, DelayedJoin] = (
+            DelayedOperationPurgatory("Rebalance", timer)
+        )
+        # Heartbeat expirations, and expirations of member ids handed out but unused.
+        self.heartbeat_purgatory: DelayedOperationPurgatory[tuple[str, str], DelayedOperation] = (
+            DelayedOperationPurgatory("Heartbeat", timer)
+        )
         self._tasks = TaskOwner("group-coordinator")
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 
     async def close(self) -> None:
+        self.join_purgatory.shutdown()
+        self.heartbeat_purgatory.shutdown()
         await self._tasks.close()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.num_partitions)
 
-    # -- ownership -----------------------------------------------------------------------
+    def _now(self) -> int:
+        return self.clock.milliseconds()
+
+    # -- ownership and loading -----------------------------------------------------------
 
     def _on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
         if tp.topic != CONSUMER_OFFSETS:
@@ -106,8 +241,19 @@ class GroupCoordinator:
         else:
             self.owned.discard(tp.partition)
             self.loading.discard(tp.partition)
-            for group in [g for g in self.offsets if self.partition_for(g) == tp.partition]:
-                del self.offsets[group]
+            for group in [
+                g for g in self.groups.values() if self.partition_for(g.group_id) == tp.partition
+            ]:
+                self._unload(group)
+
+    def _unload(self, group: GroupMetadata) -> None:
+        """This broker no longer coordinates the group: waiting members must find the
+        new coordinator."""
+        for member in group.members.values():
+            _complete(member.awaiting_join, JoinResult(ErrorCode.not_coordinator, member.member_id))
+            _complete(member.awaiting_sync, SyncResult(ErrorCode.not_coordinator))
+            member.awaiting_join = member.awaiting_sync = None
+        self.groups.pop(group.group_id, None)
 
     async def _load(self, partition: int) -> None:
         """Rebuild the groups of one offsets partition from its log."""
@@ -119,7 +265,8 @@ class GroupCoordinator:
         lg = p.log
         position = lg.log_start_offset
         end = p.high_watermark
-        loaded: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        metadata: dict[str, GroupMetadataValue | None] = {}
         while position < end:
             batches = lg.read_batches(position, end)[:_LOAD_BATCHES_PER_STEP]
             if not batches:
@@ -131,22 +278,55 @@ class GroupCoordinator:
                         continue
                     key = decode_key(record.key)
                     if isinstance(key, OffsetKey):
-                        offsets = loaded.setdefault(key.group, {})
+                        group_offsets = offsets.setdefault(key.group, {})
                         ktp = TopicPartition(key.topic, key.partition)
                         if record.value is None:
-                            offsets.pop(ktp, None)
+                            group_offsets.pop(ktp, None)
                         else:
-                            offsets[ktp] = decode_offset_value(record.value)
+                            group_offsets[ktp] = decode_offset_value(record.value)
                     elif isinstance(key, GroupMetadataKey):
-                        pass  # group membership records: read by the membership layer
+                        metadata[key.group] = (
+                            None if record.value is None else decode_group_value(record.value)
+                        )
             await asyncio.sleep(0)
-        if partition in self.owned:
-            for group, offsets in loaded.items():
-                if offsets:
-                    self.offsets[group] = offsets
-            self.loading.discard(partition)
-            if loaded:
-                log.info("loaded %d groups from %s", len(loaded), tp)
+        if partition not in self.owned:
+            return
+        loaded = 0
+        for group_id in set(offsets) | set(metadata):
+            value = metadata.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
+                continue
+            group = self._restore(group_id, value)
+            group.offsets = group_offsets
+            self.groups[group_id] = group
+            loaded += 1
+        self.loading.discard(partition)
+        if loaded:
+            log.info("loaded %d groups from %s", loaded, tp)
+
+    def _restore(self, group_id: str, value: GroupMetadataValue | None) -> GroupMetadata:
+        group = GroupMetadata(group_id)
+        if value is None:
+            return group
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.current_state_timestamp_ms = value.current_state_timestamp_ms
+        for m in value.members:
+            member = MemberMetadata(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.rebalance_timeout_ms, m.session_timeout_ms, value.protocol_type,
+                [(value.protocol or "", m.subscription)], m.assignment,
+            )  # fmt: skip
+            group.add(member)
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        if group.members:
+            # Members get one session timeout to come back to the new coordinator.
+            group.state = GroupState.STABLE
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+        return group
 
     def _check_coordinator(self, group_id: str) -> ErrorCode:
         if not group_id:
@@ -158,28 +338,539 @@ class GroupCoordinator:
             return ErrorCode.not_coordinator
         return ErrorCode.none
 
-    # -- commits -------------------------------------------------------------------------
+    # -- JoinGroup -----------------------------------------------------------------------
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> JoinResult:
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            return JoinResult(error, member_id)
+        if not (
+            self.config.min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.config.max_session_timeout_ms
+        ):
+            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        is_unknown = member_id == ""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                return JoinResult(ErrorCode.unknown_member_id, member_id)
+            group = GroupMetadata(group_id, current_state_timestamp_ms=self._now())
+            self.groups[group_id] = group
+        if group.state == GroupState.DEAD:
+            # The group was just removed (e.g. deleted); the client retries.
+            return JoinResult(ErrorCode.coordinator_not_available, member_id)
+        names = [name for name, _ in protocols]
+        if is_unknown:
+            if not group.supports(protocol_type, names):
+                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+            new_id = f"{client_id}-{uuid.uuid4()}"
+            if group_instance_id is not None:
+                return await self._static_member_join(
+                    group, new_id, group_instance_id, client_id, client_host,
+                    rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                )  # fmt: skip
+            if require_known_member_id:
+                group.pending_members.add(new_id)
+                self._schedule_pending_member_expiry(group, new_id, session_timeout_ms)
+                return JoinResult(ErrorCode.member_id_required, new_id)
+            return await self._add_member_and_rebalance(
+                group, new_id, None, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols,
+            )  # fmt: skip
+        if member_id in group.pending_members:
+            if not group.supports(protocol_type, names):
+                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+            return await self._add_member_and_rebalance(
+                group, member_id, group_instance_id, client_id, client_host,
+                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            )  # fmt: skip
+        if group_instance_id is not None:
+            known = group.static_member_id(group_instance_id)
+            if known is not None and known != member_id:
+                return JoinResult(ErrorCode.fenced_instance_id, member_id)
+        if not group.has(member_id):
+            return JoinResult(ErrorCode.unknown_member_id, member_id)
+        if not group.supports(protocol_type, names):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+        member = group.members[member_id]
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return await self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms
+            )
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # It joined already but did not see the response: send it again.
+                return self._join_result(group, member)
+            return await self._update_member_and_rebalance(
+                group, member, protocols, rebalance_timeout_ms, session_timeout_ms
+            )
+        if group.state == GroupState.STABLE:
+            if member_id == group.leader_id or not member.matches(protocols):
+                return await self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms
+                )
+            return self._join_result(group, member)
+        return JoinResult(ErrorCode.unknown_member_id, member_id)
+
+    async def _static_member_join(
+        self,
+        group: GroupMetadata,
+        new_id: str,
+        instance_id: str,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        old_id = group.static_member_id(instance_id)
+        if old_id is None:
+            return await self._add_member_and_rebalance(
+                group, new_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols,
+            )  # fmt: skip
+        # A known static member restarted: it takes over its old identity (the old
+        # member id is fenced) without a rebalance, unless its protocols changed.
+        old = group.members[old_id]
+        _complete(old.awaiting_join, JoinResult(ErrorCode.fenced_instance_id, old_id))
+        _complete(old.awaiting_sync, SyncResult(ErrorCode.fenced_instance_id))
+        old.awaiting_join = old.awaiting_sync = None
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        member.client_id, member.client_host = client_id, client_host
+        if group.state == GroupState.STABLE and member.matches(protocols):
+            self._complete_and_schedule_next_heartbeat(group, member)
+            return self._join_result(group, member)
+        return await self._update_member_and_rebalance(
+            group, member, protocols, rebalance_timeout_ms, session_timeout_ms
+        )
+
+    async def _add_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member = MemberMetadata(
+            member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+            session_timeout_ms, protocol_type, protocols, awaiting_join=future, is_new=True,
+        )  # fmt: skip
+        group.add(member)
+        group.new_member_added = True
+        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group)
+        return await future
+
+    async def _update_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+    ) -> JoinResult:
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        _complete(
+            member.awaiting_join, JoinResult(ErrorCode.rebalance_in_progress, member.member_id)
+        )
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.awaiting_join = future
+        self._maybe_prepare_rebalance(group)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            self.join_purgatory.check_and_complete(group.group_id)
+        return await future
+
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
+        result = JoinResult(
+            ErrorCode.none,
+            member.member_id,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+        )
+        if member.member_id == group.leader_id and group.protocol_name is not None:
+            result.members = [
+                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                for m in group.members.values()
+            ]
+        return result
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
+        if group.state == GroupState.EMPTY:
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(group.max_rebalance_timeout_ms() - delay, 0)
+            op: DelayedJoin = InitialDelayedJoin(self, group, delay, delay, remaining)
+        else:
+            op = DelayedJoin(self, group, group.max_rebalance_timeout_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
+        log.info(
+            "group %s: preparing rebalance (generation %d)", group.group_id, group.generation_id
+        )
+        self.join_purgatory.try_complete_else_watch(op, [group.group_id])
+
+    def _on_complete_join(self, group: GroupMetadata) -> None:
+        for member in [m for m in group.members.values() if m.awaiting_join is None]:
+            if member.group_instance_id is None:
+                log.info("group %s: member %s did not rejoin", group.group_id, member.member_id)
+                self._remove_member(group, member)
+        group.pending_members.clear()
+        if group.state == GroupState.DEAD:
+            return
+        group.init_next_generation(self._now())
+        log.info(
+            "group %s: generation %d with %d members, protocol %s",
+            group.group_id, group.generation_id, len(group.members), group.protocol_name,
+        )  # fmt: skip
+        if group.state == GroupState.EMPTY:
+            self._tasks.spawn(self._store_group(group, {}), f"store-{group.group_id}")
+            return
+        for member in group.members.values():
+            result = self._join_result(group, member)
+            _complete(member.awaiting_join, result)
+            member.awaiting_join = None
+            member.is_new = False
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        _complete(member.awaiting_join, JoinResult(ErrorCode.unknown_member_id, member.member_id))
+        _complete(member.awaiting_sync, SyncResult(ErrorCode.unknown_member_id))
+        member.awaiting_join = member.awaiting_sync = None
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
+        group.remove(member.member_id)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._remove_member(group, member)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.state == GroupState.PREPARING_REBALANCE:
+            self.join_purgatory.check_and_complete(group.group_id)
+
+    def _schedule_pending_member_expiry(
+        self, group: GroupMetadata, member_id: str, timeout_ms: int
+    ) -> None:
+        coordinator = self
+
+        class PendingExpiry(DelayedOperation):
+            def try_complete(self) -> bool:
+                return False
+
+            def on_complete(self) -> None:
+                if member_id in group.pending_members:
+                    group.pending_members.discard(member_id)
+                    if group.state == GroupState.PREPARING_REBALANCE:
+                        coordinator.join_purgatory.check_and_complete(group.group_id)
+
+        self.heartbeat_purgatory.try_complete_else_watch(
+            PendingExpiry(timeout_ms), [(group.group_id, member_id)]
+        )
+
+    # -- heartbeats ----------------------------------------------------------------------
+
+    def _schedule_heartbeat(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
+    ) -> None:
+        member.heartbeat_satisfied = False
+        delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        op = DelayedHeartbeat(self, group, member, delay)
+        self.heartbeat_purgatory.try_complete_else_watch(op, [(group.group_id, member.member_id)])
+
+    def _complete_and_schedule_next_heartbeat(
+        self, group: GroupMetadata, member: MemberMetadata
+    ) -> None:
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
+        self._schedule_heartbeat(group, member)
+
+    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        if group.members.get(member.member_id) is not member or member.heartbeat_satisfied:
+            return
+        if member.awaiting_join is not None and group.state == GroupState.PREPARING_REBALANCE:
+            return  # it has rejoined; the rebalance timeout governs it now
+        log.info("group %s: member %s session timed out", group.group_id, member.member_id)
+        self._remove_member_and_update_group(group, member)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            # A loading coordinator accepts heartbeats (Kafka): the member keeps its place.
+            return ErrorCode.none if error == ErrorCode.coordinator_load_in_progress else error
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return (
+                ErrorCode.unknown_member_id
+                if group is None
+                else ErrorCode.coordinator_not_available
+            )
+        error = self._check_member(group, member_id, group_instance_id)
+        if error != ErrorCode.none:
+            return error
+        if group.state == GroupState.EMPTY:
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def _check_member(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        if instance_id is not None:
+            known = group.static_member_id(instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.fenced_instance_id
+        if not group.has(member_id):
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none
+
+    # -- SyncGroup -----------------------------------------------------------------------
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+    ) -> SyncResult:
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            return SyncResult(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        if group.state == GroupState.DEAD:
+            return SyncResult(ErrorCode.coordinator_not_available)
+        error = self._check_member(group, member_id, group_instance_id)
+        if error != ErrorCode.none:
+            return SyncResult(error)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.illegal_generation)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        member = group.members[member_id]
+        if group.state == GroupState.EMPTY:
+            return SyncResult(ErrorCode.unknown_member_id)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        if group.state == GroupState.STABLE:
+            self._complete_and_schedule_next_heartbeat(group, member)
+            return SyncResult(
+                ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
+            )
+        # CompletingRebalance: wait for the leader's assignment.
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        member.awaiting_sync = future
+        self._complete_and_schedule_next_heartbeat(group, member)
+        if member_id == group.leader_id:
+            full = {m: assignments.get(m, b"") for m in group.members}
+            generation = group.generation_id
+            error = await self._store_group(group, full)
+            if group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == generation:
+                if error != ErrorCode.none:
+                    self._reset_and_propagate_assignment_error(group, error)
+                    self._maybe_prepare_rebalance(group)
+                else:
+                    for mid, assignment in full.items():
+                        group.members[mid].assignment = assignment
+                    self._propagate_assignment(group)
+                    group.transition_to(GroupState.STABLE, self._now())
+                    log.info("group %s: stable in generation %d", group_id, generation)
+        return await future
+
+    def _propagate_assignment(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            _complete(
+                member.awaiting_sync,
+                SyncResult(
+                    ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
+                ),
+            )
+            member.awaiting_sync = None
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            _complete(member.awaiting_sync, SyncResult(error))
+            member.awaiting_sync = None
+
+    # -- LeaveGroup ----------------------------------------------------------------------
+
+    def leave_group(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
+        results = []
+        for given_id, instance_id in members:
+            member_id = given_id
+            if instance_id is not None and not member_id:
+                member_id = group.static_member_id(instance_id) or ""
+            error = self._check_member(group, member_id, instance_id)
+            if error == ErrorCode.none:
+                if member_id in group.pending_members:
+                    group.pending_members.discard(member_id)
+                else:
+                    log.info("group %s: member %s left", group_id, member_id)
+                    self._remove_member_and_update_group(group, group.members[member_id])
+            elif member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                error = ErrorCode.none
+            results.append(error)
+        return ErrorCode.none, results
+
+    # -- describe, list, delete ----------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupMetadata | None]:
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            return error, None
+        return ErrorCode.none, self.groups.get(group_id)
+
+    def list_groups(self) -> tuple[ErrorCode, list[GroupMetadata]]:
+        error = ErrorCode.coordinator_load_in_progress if self.loading else ErrorCode.none
+        return error, [g for g in self.groups.values() if g.state != GroupState.DEAD]
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            error = self._check_coordinator(group_id)
+            group = self.groups.get(group_id)
+            if error != ErrorCode.none:
+                results[group_id] = error
+            elif group is None or group.state == GroupState.DEAD:
+                results[group_id] = ErrorCode.group_id_not_found
+            elif group.state != GroupState.EMPTY:
+                results[group_id] = ErrorCode.non_empty_group
+            else:
+                group.transition_to(GroupState.DEAD, self._now())
+                tombstones: list[tuple[bytes, bytes | None]] = [(encode_group_key(group_id), None)]
+                tombstones += [
+                    (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None)
+                    for tp in group.offsets
+                ]
+                results[group_id] = await self._append(group_id, tombstones)
+                self.groups.pop(group_id, None)
+        return results
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found, {}
+        subscribed = set() if group.state == GroupState.EMPTY else group.subscribed_topics()
+        if subscribed is None:
+            return ErrorCode.non_empty_group, {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        doomed = []
+        for tp in partitions:
+            if tp.topic in subscribed:
+                results[tp] = ErrorCode.group_subscribed_to_topic
+            else:
+                results[tp] = ErrorCode.none
+                if tp in group.offsets:
+                    doomed.append(tp)
+        if doomed:
+            code = await self._append(
+                group_id,
+                [
+                    (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None)
+                    for tp in doomed
+                ],
+            )
+            if code != ErrorCode.none:
+                return code, {}
+            for tp in doomed:
+                group.offsets.pop(tp, None)
+        return ErrorCode.none, results
+
+    # -- offsets -------------------------------------------------------------------------
 
     async def commit_offsets(
         self,
         group_id: str,
         generation_id: int,
         offsets: Mapping[TopicPartition, OffsetCommitEntry],
+        member_id: str = "",
+        group_instance_id: str | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         error = self._check_coordinator(group_id)
-        if error == ErrorCode.none and generation_id >= 0:
-            # A commit from a group member; this broker does not run group
-            # membership yet, so it knows no members.
-            error = ErrorCode.unknown_member_id
-        if error != ErrorCode.none:
+        group = self.groups.get(group_id)
+        if error == ErrorCode.none:
+            if group is None:
+                if generation_id < 0:
+                    # Not using group management: the group exists only for its offsets.
+                    group = GroupMetadata(group_id, current_state_timestamp_ms=self._now())
+                    self.groups[group_id] = group
+                else:
+                    error = ErrorCode.illegal_generation
+            elif group.state == GroupState.DEAD:
+                error = ErrorCode.coordinator_not_available
+            elif generation_id < 0 and group.state == GroupState.EMPTY:
+                pass
+            elif group.state == GroupState.COMPLETING_REBALANCE:
+                error = ErrorCode.rebalance_in_progress
+            else:
+                error = self._check_member(group, member_id, group_instance_id)
+                if error == ErrorCode.none and generation_id != group.generation_id:
+                    error = ErrorCode.illegal_generation
+                if error == ErrorCode.none:
+                    self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
+        if error != ErrorCode.none or group is None:
             return dict.fromkeys(offsets, error)
         results: dict[TopicPartition, ErrorCode] = {}
-        records: list[tuple[bytes | None, bytes | None]] = []
+        records: list[tuple[bytes, bytes | None]] = []
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        now = self.clock.milliseconds()
+        now = self._now()
         for tp, entry in offsets.items():
             metadata = entry.metadata or ""
-            if len(metadata.encode()) > self.max_metadata_size:
+            if len(metadata.encode()) > self.config.max_metadata_size:
                 results[tp] = ErrorCode.offset_metadata_too_large
                 continue
             value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now)
@@ -190,30 +881,13 @@ class GroupCoordinator:
                     encode_offset_value(value),
                 )
             )
-        if not records:
-            return results
-        batch = build_batch(records, timestamp=now)
-        offsets_tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-
-        def done(responses: Mapping[TopicPartition, object]) -> None:
-            response = responses[offsets_tp]
-            code = ErrorCode(getattr(response, "error_code", 0))
-            if not future.done():
-                future.set_result(code)
-
-        self.replica_manager.append_records(
-            -1, self.commit_timeout_ms, {offsets_tp: memoryview(batch)}, done
-        )
-        code = await future
-        code = _commit_error(code)
-        if code == ErrorCode.none:
-            self.offsets.setdefault(group_id, {}).update(accepted)
-        for tp in accepted:
-            results[tp] = code
+        if records:
+            code = await self._append(group_id, records)
+            if code == ErrorCode.none:
+                group.offsets.update(accepted)
+            for tp in accepted:
+                results[tp] = code
         return results
-
-    # -- fetches -------------------------------------------------------------------------
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
@@ -222,14 +896,117 @@ class GroupCoordinator:
         error = self._check_coordinator(group_id)
         if error != ErrorCode.none:
             return error, {}
-        committed = self.offsets.get(group_id, {})
+        group = self.groups.get(group_id)
+        committed = {} if group is None else group.offsets
         if partitions is None:
             return ErrorCode.none, dict(committed)
         return ErrorCode.none, {tp: committed.get(tp) for tp in partitions}
 
+    def cleanup_expired_offsets(self) -> list[tuple[str, list[tuple[bytes, bytes | None]]]]:
+        """Expire offsets as Kafka does (offsets.retention.minutes): all of an empty
+        group's once it has been empty that long, a standalone consumer's by commit
+        time, and a stable consumer group's for topics it no longer subscribes to.
+        An empty group left with no offsets dies. Returns the tombstones to write."""
+        now = self._now()
+        retention = self.config.offsets_retention_ms
+        out = []
+        for group in list(self.groups.values()):
+            if self._check_coordinator(group.group_id) != ErrorCode.none:
+                continue
+            expired: list[TopicPartition] = []
+            if group.protocol_type is not None and group.state == GroupState.EMPTY:
+                base = group.current_state_timestamp_ms
+                expired = [
+                    tp for tp, o in group.offsets.items()
+                    if now - (base if base >= 0 else o.commit_timestamp_ms) >= retention
+                ]  # fmt: skip
+            elif group.protocol_type is None:
+                expired = [
+                    tp
+                    for tp, o in group.offsets.items()
+                    if now - o.commit_timestamp_ms >= retention
+                ]
+            elif group.state == GroupState.STABLE:
+                subscribed = group.subscribed_topics()
+                if subscribed is not None:
+                    expired = [
+                        tp for tp, o in group.offsets.items()
+                        if tp.topic not in subscribed and now - o.commit_timestamp_ms >= retention
+                    ]  # fmt: skip
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (encode_offset_key(OffsetKey(group.group_id, tp.topic, tp.partition)), None)
+                for tp in expired
+            ]
+            for tp in expired:
+                del group.offsets[tp]
+            if group.state == GroupState.EMPTY and not group.offsets and not group.members:
+                group.transition_to(GroupState.DEAD, now)
+                self.groups.pop(group.group_id, None)
+                tombstones.append((encode_group_key(group.group_id), None))
+            if tombstones:
+                out.append((group.group_id, tombstones))
+        return out
+
+    async def expire_offsets(self) -> int:
+        """Run the expiry and write its tombstones; returns how many were written."""
+        written = 0
+        for group_id, tombstones in self.cleanup_expired_offsets():
+            if await self._append(group_id, tombstones) == ErrorCode.none:
+                written += len(tombstones)
+        if written:
+            log.info("expired %d offsets and groups", written)
+        return written
+
+    # -- writing to __consumer_offsets ---------------------------------------------------
+
+    async def _store_group(
+        self, group: GroupMetadata, assignments: Mapping[str, bytes]
+    ) -> ErrorCode:
+        protocol = group.protocol_name
+        value = GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            group.current_state_timestamp_ms,
+            tuple(
+                MemberRecord(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.rebalance_timeout_ms, m.session_timeout_ms,
+                    m.metadata_for(protocol) if protocol else b"",
+                    assignments.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ),
+        )  # fmt: skip
+        return await self._append(
+            group.group_id, [(encode_group_key(group.group_id), encode_group_value(value))]
+        )
+
+    async def _append(
+        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]
+    ) -> ErrorCode:
+        batch = build_batch(records, timestamp=self._now())
+        tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def done(responses: Mapping[TopicPartition, ProducePartitionResponse]) -> None:
+            if not future.done():
+                future.set_result(ErrorCode(responses[tp].error_code))
+
+        self.replica_manager.append_records(
+            -1, self.config.commit_timeout_ms, {tp: memoryview(batch)}, done
+        )
+        return _commit_error(await future)
+
+
+def _complete(future: asyncio.Future[object] | None, value: object) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)
+
 
 def _commit_error(code: ErrorCode) -> ErrorCode:
-    """Kafka's mapping of append errors to what a committing client should see."""
+    """Kafka's mapping of append errors to what a group client should see."""
     if code in (
         ErrorCode.unknown_topic_or_partition,
         ErrorCode.not_enough_replicas,

@@ -32,6 +32,16 @@ from moldau.server.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from moldau.server.handlers.fetch import handle_fetch
+from moldau.server.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_delete,
+    handle_sync_group,
+)
 from moldau.server.handlers.list_offsets import handle_list_offsets
 from moldau.server.handlers.metadata import handle_describe_cluster, handle_metadata
 from moldau.server.handlers.offsets import (
@@ -64,6 +74,14 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,

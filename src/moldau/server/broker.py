@@ -17,7 +17,7 @@ from moldau.config.broker import BrokerConfig
 from moldau.controller.admin import TopicAdmin
 from moldau.controller.channel import BrokerTransport, InProcessTransport
 from moldau.controller.controller import Controller
-from moldau.coordinator.group_coordinator import GroupCoordinator
+from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore
@@ -104,8 +104,15 @@ class Broker:
             self.broker_id,
             self.replica_manager,
             clock,
-            config["offsets.topic.num.partitions"],
-            config["offset.metadata.max.bytes"],
+            self.timer,
+            GroupConfig(
+                num_partitions=config["offsets.topic.num.partitions"],
+                min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                max_session_timeout_ms=config["group.max.session.timeout.ms"],
+                initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                max_metadata_size=config["offset.metadata.max.bytes"],
+            ),
         )
         self.producer_ids = ProducerIdManager(self.broker_id, store)
         self.admin_manager = AdminManager(
@@ -213,6 +220,11 @@ class Broker:
         self._every("hw-checkpoint", HW_CHECKPOINT_INTERVAL_MS, self._checkpoint_hws)
         self._every("file-delete", FILE_DELETE_CHECK_INTERVAL_MS, self._delete_files)
         self._every("idle", IDLE_CHECK_INTERVAL_MS, self._close_idle)
+        self._every(
+            "offsets-expiry",
+            config["offsets.retention.check.interval.ms"],
+            self.group_coordinator.expire_offsets,
+        )
 
     def _every(self, name: str, interval_ms: int, fn: Callable[[], Any]) -> None:
         async def loop() -> None:

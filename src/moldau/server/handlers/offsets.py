@@ -104,7 +104,11 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
     if offsets:
         results.update(
             await broker.group_coordinator.commit_offsets(
-                req.group_id, req.generation_id_or_member_epoch, offsets
+                req.group_id,
+                req.generation_id_or_member_epoch,
+                offsets,
+                req.member_id,
+                getattr(req, "group_instance_id", None),
             )
         )
     topics = [

@@ -1,0 +1,204 @@
+"""A consumer group as the classic group coordinator keeps it (Kafka's GroupMetadata
+and MemberMetadata): its state, generation, chosen protocol, leader and members.
+
+Group states are data: each declares the states it may be entered from. Only the
+coordinator's task touches a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from moldau.storage.partition_name import TopicPartition
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+S = GroupState
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    S.DEAD: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
+    S.COMPLETING_REBALANCE: frozenset({S.PREPARING_REBALANCE}),
+    S.STABLE: frozenset({S.COMPLETING_REBALANCE}),
+    S.PREPARING_REBALANCE: frozenset({S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY}),
+    S.EMPTY: frozenset({S.PREPARING_REBALANCE}),
+}
+
+
+class InvalidGroupTransition(Exception):
+    pass
+
+
+@dataclass
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    # (protocol name, metadata) in the member's order of preference
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    # The pending JoinGroup / SyncGroup response, while the member waits for one.
+    awaiting_join: asyncio.Future[Any] | None = None
+    awaiting_sync: asyncio.Future[Any] | None = None
+    is_new: bool = False
+    # Monotonic ms of the last heartbeat (or join/sync), for the session timeout.
+    last_heard_ms: int = 0
+    heartbeat_satisfied: bool = False
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        raise KeyError(protocol)
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        """The member's most preferred protocol among the candidates."""
+        return next(name for name, _ in self.protocols if name in candidates)
+
+
+@dataclass
+class GroupMetadata:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, MemberMetadata] = field(default_factory=dict)
+    # Member ids handed out with MEMBER_ID_REQUIRED, not yet joined with them.
+    pending_members: set[str] = field(default_factory=set)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    new_member_added: bool = False
+    current_state_timestamp_ms: int = -1
+    # committed offsets: partition -> OffsetAndMetadata
+    offsets: dict[TopicPartition, Any] = field(default_factory=dict)
+
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    def transition_to(self, target: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[target]:
+            raise InvalidGroupTransition(
+                f"group {self.group_id} cannot go from {self.state.value} to {target.value}"
+            )
+        self.state = target
+        self.current_state_timestamp_ms = now_ms
+
+    # -- members -------------------------------------------------------------------------
+
+    def has(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def add(self, member: MemberMetadata) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.pending_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> MemberMetadata | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        if member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> MemberMetadata:
+        """A static member rejoined with a new member id: the old id is fenced."""
+        member = self.members.pop(old_id)
+        member.member_id = new_id
+        self.members[new_id] = member
+        self.static_members[instance_id] = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        return member
+
+    def static_member_id(self, instance_id: str | None) -> str | None:
+        return None if instance_id is None else self.static_members.get(instance_id)
+
+    # -- protocols -----------------------------------------------------------------------
+
+    def supports(self, protocol_type: str, protocols: Iterable[str]) -> bool:
+        """Can a member with these protocols join? (Kafka's supportsProtocols)"""
+        names = set(protocols)
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        return self.protocol_type == protocol_type and bool(names & self.candidate_protocols())
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """Each member votes for its favourite candidate; the most votes win (ties go
+        to the first protocol voted for, as members list them)."""
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = m.vote(candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(votes, key=lambda name: votes[name])
+
+    def all_members_joined(self) -> bool:
+        return all(m.awaiting_join is not None for m in self.members.values()) and not (
+            self.pending_members
+        )
+
+    def max_rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def init_next_generation(self, now_ms: int) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.transition_to(GroupState.EMPTY, now_ms)
+        self.new_member_added = False
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members subscribe to (consumer protocol), None if unknown."""
+        if self.protocol_type != "consumer" or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            try:
+                topics |= set(parse_subscription_topics(m.metadata_for(self.protocol_name)))
+            except (KeyError, ValueError):
+                return None
+        return topics
+
+
+def parse_subscription_topics(metadata: bytes) -> list[str]:
+    """Topics of a ConsumerProtocolSubscription (version int16, topics: string[])."""
+    from moldau.protocol.wire import DecodeError, Reader
+
+    try:
+        r = Reader(metadata)
+        r.int16()
+        return [r.string(False) for _ in range(r.array_length(False, 2))]
+    except DecodeError as e:
+        raise ValueError(str(e)) from e

@@ -1,0 +1,214 @@
+"""Consumer group membership: JoinGroup (11), SyncGroup (14), Heartbeat (12),
+LeaveGroup (13), DescribeGroups (15), ListGroups (16), DeleteGroups (42),
+OffsetDelete (47)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from moldau.coordinator.group import GroupState
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import build_response
+from moldau.protocol.errors import ErrorCode
+from moldau.server.request import RequestContext, Response
+from moldau.storage.partition_name import TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+async def handle_join_group(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    version = ctx.version
+    session_ms = _ms(req.session_timeout)
+    result = await broker.group_coordinator.join_group(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        ctx.header.client_id or "",
+        f"/{ctx.client.host}",
+        _ms(req.rebalance_timeout) if version >= 1 else session_ms,
+        session_ms,
+        req.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=version >= 4,
+    )
+    return build_response(
+        ApiKey.JOIN_GROUP,
+        version,
+        {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name or ("" if version < 7 else None),
+            "leader": result.leader_id,
+            "skip_assignment": False,
+            "member_id": result.member_id,
+            "members": [
+                {"member_id": m, "group_instance_id": i, "metadata": meta}
+                for m, i, meta in result.members
+            ],
+        },
+    )
+
+
+async def handle_sync_group(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    result = await broker.group_coordinator.sync_group(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    return build_response(
+        ApiKey.SYNC_GROUP,
+        ctx.version,
+        {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        },
+    )
+
+
+async def handle_heartbeat(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    error = broker.group_coordinator.heartbeat(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
+    )
+    return build_response(ApiKey.HEARTBEAT, ctx.version, {"throttle_time": 0, "error_code": error})
+
+
+async def handle_leave_group(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    version = ctx.version
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        members = [(req.member_id, None)]
+    error, results = broker.group_coordinator.leave_group(req.group_id, members)
+    if version < 3 and error == ErrorCode.none and results:
+        error = results[0]
+    return build_response(
+        ApiKey.LEAVE_GROUP,
+        version,
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "members": [
+                {"member_id": m, "group_instance_id": i, "error_code": e}
+                for (m, i), e in zip(members, results, strict=False)
+            ],
+        },
+    )
+
+
+async def handle_describe_groups(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    groups = []
+    for group_id in req.groups:
+        error, group = broker.group_coordinator.describe_group(group_id)
+        described: dict[str, Any] = {
+            "error_code": error,
+            "group_id": group_id,
+            "group_state": GroupState.DEAD.value,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": -(2**31),
+        }
+        if error == ErrorCode.none and group is not None:
+            stable = group.state == GroupState.STABLE
+            protocol = group.protocol_name if stable else None
+            described.update(
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=protocol or "",
+                members=[
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata_for(protocol) if protocol else b"",
+                        "member_assignment": m.assignment if stable else b"",
+                    }
+                    for m in group.members.values()
+                ],
+            )
+        groups.append(described)
+    return build_response(
+        ApiKey.DESCRIBE_GROUPS, ctx.version, {"throttle_time": 0, "groups": groups}
+    )
+
+
+async def handle_list_groups(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    states = {s.lower() for s in getattr(req, "states_filter", ())}
+    error, groups = broker.group_coordinator.list_groups()
+    listed = [
+        {
+            "group_id": g.group_id,
+            "protocol_type": g.protocol_type or "",
+            "group_state": g.state.value,
+            "group_type": "classic",
+        }
+        for g in groups
+        if not states or g.state.value.lower() in states
+    ]
+    return build_response(
+        ApiKey.LIST_GROUPS, ctx.version, {"throttle_time": 0, "error_code": error, "groups": listed}
+    )
+
+
+async def handle_delete_groups(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    results = await broker.group_coordinator.delete_groups(req.groups_names)
+    return build_response(
+        ApiKey.DELETE_GROUPS,
+        ctx.version,
+        {
+            "throttle_time": 0,
+            "results": [{"group_id": g, "error_code": results[g]} for g in req.groups_names],
+        },
+    )
+
+
+async def handle_offset_delete(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    wanted = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    error, results = await broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": results.get(
+                        TopicPartition(t.name, p.partition_index), ErrorCode.none
+                    ),
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in req.topics
+    ]
+    return build_response(
+        ApiKey.OFFSET_DELETE,
+        ctx.version,
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "topics": topics if error == ErrorCode.none else [],
+        },
+    )
