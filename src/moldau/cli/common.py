@@ -95,17 +95,18 @@ class BrokerWatch:
         self.fatal: KafkaError | None = None
 
     def on_error(self, err: KafkaError) -> None:
-        code = err.code()
-        if code in (KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._AUTHENTICATION):
-            self.last_failure = error_text(err)
-        elif code == KafkaError._ALL_BROKERS_DOWN:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.all_down = True
-        elif err.fatal():
+            return
+        self.last_failure = error_text(err)
+        if err.fatal():
             self.fatal = err
 
     def unreachable(self, detail: str | None = None) -> CliError:
         reason = detail or self.last_failure
-        return CliError(f"cannot reach broker at {self.bootstrap}" + (f" ({reason})" if reason else ""))
+        return CliError(
+            f"cannot reach broker at {self.bootstrap}" + (f" ({reason})" if reason else "")
+        )
 
     def check(self) -> None:
         """Raise if the broker is known to be unreachable, or the client failed."""
@@ -115,9 +116,7 @@ class BrokerWatch:
             raise self.unreachable()
 
 
-def client_config(
-    bootstrap: str, watch: BrokerWatch, *layers: Mapping[str, str]
-) -> dict[str, Any]:
+def client_config(bootstrap: str, watch: BrokerWatch, *layers: Mapping[str, str]) -> dict[str, Any]:
     """librdkafka settings: quiet logs and our error callback, then each layer in
     turn (a config file, then repeated `--*-property` flags, then explicit flags),
     the last one winning; `bootstrap.servers` is always `--bootstrap-server`."""
