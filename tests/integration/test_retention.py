@@ -87,3 +87,48 @@ def test_log_append_time_topics_carry_the_brokers_time(bootstrap: str, topic_nam
         assert kind == 2  # TIMESTAMP_LOG_APPEND_TIME
         assert before - 1000 <= ts <= after + 1000
     assert [v for *_, v, _ in confluent_consume(bootstrap, topic_name, 3)] == [b"x"] * 3
+
+
+def test_a_compacted_topic_keeps_the_latest_value_per_key(
+    fresh_broker: BrokerProcess, topic_name: str
+) -> None:
+    b = fresh_broker
+    b.overrides = {"log.cleaner.backoff.ms": "200", "log.segment.delete.delay.ms": "0"}
+    b.start()
+    create_topic(
+        b.bootstrap,
+        topic_name,
+        **{
+            "cleanup.policy": "compact",
+            "segment.bytes": "4000",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    records = [(b"key-%d" % (i % 10), b"value-%d-" % i + b"x" * 100, []) for i in range(400)]
+    confluent_produce(b.bootstrap, topic_name, records, **{"batch.num.messages": 7})
+    directory = b.data_dir / f"{topic_name}-0"
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+    full = 400 * 100
+    assert wait_for(lambda: size() < full // 2, timeout=30)
+    latest = {k: v for k, v, _ in records}
+    # Read from the start: the last value seen per key is its latest value.
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "compacted"})
+    c.assign([CTP(topic_name, 0, 0)])
+    final: dict[bytes, bytes] = {}
+    count = 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            if count:
+                break
+            continue
+        assert m.error() is None
+        final[m.key()] = m.value()
+        count += 1
+    c.close()
+    assert final == latest
+    assert count < 200  # most of the 400 updates are gone

@@ -372,3 +372,30 @@ def recompress(batch: Buffer, codec: Compression) -> bytes:
     struct.pack_into(">iqq", out, 23, h.last_offset_delta, h.base_timestamp, h.max_timestamp)
     struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
     return bytes(out)
+
+
+def rebuild_batch(batch: Buffer, keep: Sequence[Record]) -> bytes:
+    """The batch with only `keep` of its records (as the log cleaner writes it): the
+    header's offsets range, producer fields, codec and timestamp type stay; each
+    record keeps its offset and timestamp."""
+    h = BatchHeader.parse(batch)
+    body = bytearray()
+    for r in keep:
+        rec = bytearray(b"\x00")
+        rec += _zigzag(r.timestamp - h.base_timestamp)
+        rec += _zigzag(r.offset - h.base_offset)
+        for field in (r.key, r.value):
+            rec += _zigzag(-1) if field is None else _zigzag(len(field)) + field
+        rec += _zigzag(len(r.headers))
+        for hk, hv in r.headers:
+            hkb = hk.encode()
+            rec += _zigzag(len(hkb)) + hkb
+            rec += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
+        body += _zigzag(len(rec)) + rec
+    payload = compress(h.compression, bytes(body))
+    out = bytearray(batch[:HEADER_SIZE])
+    struct.pack_into(">i", out, OFFSET_LENGTH, HEADER_SIZE - LOG_OVERHEAD + len(payload))
+    struct.pack_into(">i", out, 57, len(keep))
+    out += payload
+    struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
+    return bytes(out)

@@ -38,6 +38,7 @@ from moldau.server.apis import KafkaApis
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.network import SocketServer
 from moldau.server.topic_configs import TopicConfigs
+from moldau.storage.cleaner import clean, dirty_ratio
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
@@ -220,6 +221,8 @@ class Broker:
         self._every("hw-checkpoint", HW_CHECKPOINT_INTERVAL_MS, self._checkpoint_hws)
         self._every("file-delete", FILE_DELETE_CHECK_INTERVAL_MS, self._delete_files)
         self._every("idle", IDLE_CHECK_INTERVAL_MS, self._close_idle)
+        if config["log.cleaner.enable"]:
+            self.tasks.spawn(self._log_cleaner(), "log-cleaner")
         self._every(
             "offsets-expiry",
             config["offsets.retention.check.interval.ms"],
@@ -235,6 +238,39 @@ class Broker:
                     await result
 
         self.tasks.spawn(loop(), name)
+
+    async def _log_cleaner(self) -> None:
+        """Compact the logs of compacted topics whose dirty ratio is high enough, one
+        at a time, yielding to request handling between batches."""
+        backoff = self.config["log.cleaner.backoff.ms"] / 1000
+        manager = self.log_manager
+        while True:
+            cleaned_any = False
+            for tp, lg in list(manager.logs.items()):
+                if not lg.config.compact:
+                    continue
+                now = self.clock.milliseconds()
+                first_dirty = manager.cleaner_checkpoints.get(tp, lg.log_start_offset)
+                if dirty_ratio(lg, first_dirty, now) < lg.config.min_cleanable_dirty_ratio:
+                    continue
+                steps = clean(lg, first_dirty, now)
+                try:
+                    while True:
+                        next(steps)
+                        await asyncio.sleep(0)
+                except StopIteration as done:
+                    result = done.value
+                if result is None:
+                    continue
+                cleaned_any = True
+                manager.cleaner_checkpoints[tp] = result.first_dirty_offset
+                log.info(
+                    "cleaned %s: %d segments, %d -> %d bytes, %d records removed",
+                    tp, result.segments, result.bytes_before, result.bytes_after,
+                    result.records_removed,
+                )  # fmt: skip
+            if not cleaned_any:
+                await asyncio.sleep(backoff)
 
     def _retention(self) -> None:
         deleted = self.log_manager.cleanup_logs(self.replica_manager.high_watermark)

@@ -23,6 +23,7 @@ import crc32c
 from moldau.clock import Clock
 from moldau.protocol.errors import (
     CorruptMessageError,
+    InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
     MessageTooLargeError,
@@ -45,9 +46,11 @@ from moldau.storage.log_config import LogConfig
 from moldau.storage.partition_name import TopicPartition
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileRecords,
     LogSegment,
@@ -181,10 +184,11 @@ class Log:
         shutdown may have left: torn or corrupt batches after the recovery point are
         cut, and their indexes rebuilt."""
         directory.mkdir(parents=True, exist_ok=True)
+        swapped = _complete_swaps(directory)
         bases: list[int] = []
         for path in directory.iterdir():
             name = path.name
-            if name.endswith((DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")):
+            if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)):
                 path.unlink()
             elif name.endswith(LOG_SUFFIX):
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
@@ -208,8 +212,9 @@ class Log:
 
         segments = [segment(b) for b in sorted(bases)]
         for i, seg in enumerate(segments):
-            needs_recovery = not had_clean_shutdown and (
-                i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point
+            needs_recovery = seg.base_offset in swapped or (
+                not had_clean_shutdown
+                and (i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point)
             )
             if not needs_recovery:
                 try:
@@ -292,6 +297,9 @@ class Log:
                 raise MessageTooLargeError(
                     f"recompressed batch of {size} bytes exceeds max.message.bytes"
                 )
+        if self.config.compact and any(r.key is None for r in iter_records(batch)):
+            # Kafka checks every record of a compacted topic: the cleaner needs keys.
+            raise InvalidRecordError("Compacted topic cannot accept message without key")
         if header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:
@@ -581,6 +589,43 @@ class Log:
             self.log_start_offset = min(offset, self._leo)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
+    # -- compaction ----------------------------------------------------------------------
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty `.cleaned` segment the log cleaner writes a replacement into."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (self.dir / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            created_ms=self.clock.milliseconds(),
+            file_suffix=CLEANED_SUFFIX,
+        )
+
+    def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
+        """Put a cleaned segment in place of `old`, crash-safely: the new files go
+        .cleaned -> .swap, the old ones to .deleted, then .swap -> final (a restart
+        completes a swap it finds). False if `old` is no longer part of the log."""
+        if old not in self.segments or old is self.segments[-1]:
+            new.delete_files()
+            return False
+        new.on_become_inactive()
+        new.flush()
+        # Keep the original's age: retention and the cleaner's delete horizon use it.
+        mtime_ns = old.last_modified_ms() * 1_000_000
+        os.utime(new.log_path, ns=(mtime_ns, mtime_ns))
+        new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        old.mark_deleted()
+        new.change_file_suffix(SWAP_SUFFIX, "")
+        self.segments[self.segments.index(old)] = new
+        self._forget(old)
+        self._pending_deletes.append(
+            (self.clock.milliseconds() + self.config.file_delete_delay_ms, old)
+        )
+        return True
+
     # -- truncation (replication) --------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -675,6 +720,21 @@ def _with_log_append_time(
     body = batch[HEADER_SIZE:]
     crc = crc32c.crc32c(body, crc32c.crc32c(header))
     return [prefix, _CRC.pack(crc), bytes(header), body]
+
+
+def _complete_swaps(directory: Path) -> set[int]:
+    """Finish segment swaps a crash interrupted: a `.log.swap` is a complete cleaned
+    segment that replaces the `.log` of the same base offset. Returns their base
+    offsets (their indexes are rebuilt)."""
+    done = set()
+    for path in directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}"):
+        base = int(path.name.split(".")[0])
+        target = directory / f"{base:020d}{LOG_SUFFIX}"
+        os.replace(path, target)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        done.add(base)
+    return done
 
 
 def remove_log_dir(directory: Path) -> None:

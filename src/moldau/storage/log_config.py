@@ -29,6 +29,9 @@ class LogConfig:
     # None keeps each producer's codec (compression.type=producer).
     compression: Compression | None = None
     compact: bool = False
+    min_cleanable_dirty_ratio: float = 0.5
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
     delete: bool = True  # cleanup.policy contains "delete"
     # Replication settings of the topic, carried here as Kafka's LogConfig does.
     min_insync_replicas: int = 1

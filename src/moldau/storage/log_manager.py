@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
 
@@ -39,6 +40,8 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         # (log, offset) pairs whose segments below `offset` were rolled and await fsync.
         self.pending_flushes: list[tuple[Log, int]] = []
+        # partition -> first offset the log cleaner has not compacted yet
+        self.cleaner_checkpoints: dict[TopicPartition, int] = {}
         self._doomed_dirs: list[tuple[int, Path]] = []
 
     # -- start-up and shutdown ----------------------------------------------------------
@@ -51,6 +54,9 @@ class LogManager:
             clean = marker.exists()
             recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            self.cleaner_checkpoints.update(
+                self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+            )
             for path in sorted(log_dir.iterdir()):
                 if not path.is_dir():
                     continue
@@ -153,6 +159,7 @@ class LogManager:
         if lg is None or log_dir is None:
             return
         lg.close()
+        self.cleaner_checkpoints.pop(tp, None)
         doomed = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         os.replace(lg.dir, doomed)
         fsync_dir(log_dir)
@@ -205,4 +212,7 @@ class LogManager:
             )
             OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
                 {tp: self.logs[tp].log_start_offset for tp in tps}
+            )
+            OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
+                {tp: self.cleaner_checkpoints[tp] for tp in tps if tp in self.cleaner_checkpoints}
             )

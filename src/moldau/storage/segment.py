@@ -26,6 +26,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 _SCAN_CHUNK = 64 * 1024
 _RECOVER_CHUNK = 1024 * 1024
@@ -78,17 +80,20 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
         self.directory = directory
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_bytes
+            directory / segment_file_name(base_offset, INDEX_SUFFIX + file_suffix),
+            base_offset,
+            max_index_bytes,
         )
         self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX + file_suffix),
             base_offset,
             max_index_bytes,
         )
@@ -367,20 +372,27 @@ class LogSegment:
         os.close(self._fd)
         self.closed = True
 
-    def mark_deleted(self) -> None:
-        """Rename the files to `.deleted`; readers with slices keep working until
-        `delete_files` runs (after file.delete.delay.ms)."""
+    def change_file_suffix(self, old: str, new: str) -> None:
+        """Rename the segment's three files from suffix `old` to `new` (e.g. a cleaned
+        segment going from .cleaned to .swap to nothing). Open descriptors stay valid."""
         for path, rename in (
             (self.log_path, None),
             (self.offset_index.path, self.offset_index.rename),
             (self.time_index.path, self.time_index.rename),
         ):
-            target = path.with_name(path.name + DELETED_SUFFIX)
+            target = path.with_name(path.name[: len(path.name) - len(old)] + new)
             if rename is not None:
                 rename(target)
-            elif path.exists():
+            else:
                 os.replace(path, target)
-        self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self.log_path = self.log_path.with_name(
+            self.log_path.name[: len(self.log_path.name) - len(old)] + new
+        )
+
+    def mark_deleted(self) -> None:
+        """Rename the files to `.deleted`; readers with slices keep working until
+        `delete_files` runs (after file.delete.delay.ms)."""
+        self.change_file_suffix("", DELETED_SUFFIX)
 
     def delete_files(self) -> None:
         self.close_handlers()

@@ -1,0 +1,123 @@
+"""Log compaction (Kafka's LogCleaner) for topics with cleanup.policy=compact.
+
+One pass over a log: map each key to its latest offset in the dirty section (from
+the cleaner checkpoint to the active segment), then rewrite every segment below the
+active one keeping, per batch, only the records that are the latest for their key;
+tombstones (null values) also go once they are older than delete.retention.ms. The
+active segment is never touched. Each cleaned segment replaces its original with a
+crash-safe swap.
+
+The pass is a generator: it yields between batches so the broker can run other work
+(produce, fetch) while a large log is compacted; storage code stays free of asyncio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from moldau.protocol.records import BatchHeader, iter_records, rebuild_batch
+from moldau.storage.log import Log
+from moldau.storage.segment import LogSegment
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+# Batches processed between two yields.
+_STEP = 200
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    first_dirty_offset: int  # where the next pass starts
+    segments: int
+    bytes_before: int
+    bytes_after: int
+    records_removed: int
+
+
+def cleanable_end(log: Log, now_ms: int) -> int:
+    """Offsets below this may be compacted: the active segment, and segments with
+    records younger than min.compaction.lag.ms, are left alone."""
+    end = log.active_segment.base_offset
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for seg in log.segments[:-1]:
+            if now_ms - seg.largest_timestamp() < lag:
+                return min(end, seg.base_offset)
+    return end
+
+
+def dirty_ratio(log: Log, first_dirty: int, now_ms: int) -> float:
+    """Share of the cleanable bytes not yet compacted (what min.cleanable.dirty.ratio
+    is compared with)."""
+    end = cleanable_end(log, now_ms)
+    total = dirty = 0
+    for seg in log.segments:
+        if seg.base_offset >= end:
+            break
+        total += seg.size
+        if seg.base_offset >= first_dirty:
+            dirty += seg.size
+    return dirty / total if total else 0.0
+
+
+def clean(log: Log, first_dirty: int, now_ms: int) -> Generator[None, None, CleanResult | None]:
+    """One compaction pass; returns None when there is nothing to clean."""
+    end = cleanable_end(log, now_ms)
+    first_dirty = max(first_dirty, log.log_start_offset)
+    if first_dirty >= end:
+        return None
+    segments = [s for s in log.segments if s.base_offset < end and s is not log.active_segment]
+    # 1. The latest offset of every key in the dirty section.
+    latest: dict[bytes, int] = {}
+    count = 0
+    for seg in segments:
+        for batch in _batches(seg):
+            header = BatchHeader.parse(batch)
+            if header.last_offset < first_dirty:
+                continue
+            for record in iter_records(batch):
+                if record.key is not None and record.offset >= first_dirty:
+                    latest[record.key] = record.offset
+            count += 1
+            if count % _STEP == 0:
+                yield
+    # 2. Tombstones older than this are removed (Kafka's delete horizon: the last
+    #    already-clean segment's age minus delete.retention.ms).
+    clean_part = [s for s in segments if s.base_offset < first_dirty]
+    horizon = (
+        clean_part[-1].last_modified_ms() if clean_part else 0
+    ) - log.config.delete_retention_ms
+    before = after = removed = 0
+    done = 0
+    for seg in segments:
+        drop_tombstones = seg.last_modified_ms() < horizon
+        cleaned = log.new_cleaned_segment(seg.base_offset)
+        for batch in _batches(seg):
+            records = list(iter_records(batch))
+            keep = [
+                r
+                for r in records
+                if (r.key is None or latest.get(r.key, -1) <= r.offset)
+                and not (drop_tombstones and r.value is None)
+            ]
+            removed += len(records) - len(keep)
+            if keep:
+                data = bytes(batch) if len(keep) == len(records) else rebuild_batch(batch, keep)
+                h = BatchHeader.parse(data)
+                cleaned.append(h.last_offset, h.max_timestamp, h.last_offset, [data], len(data))
+            count += 1
+            if count % _STEP == 0:
+                yield
+        before += seg.size
+        after += cleaned.size
+        if log.replace_segment(seg, cleaned):
+            done += 1
+        else:
+            return None  # the log changed under us (retention, truncation): next time
+        yield
+    return CleanResult(end, done, before, after, removed)
+
+
+def _batches(segment: LogSegment) -> Generator[memoryview, None, None]:
+    for position in segment.batches_from(0):
+        yield memoryview(segment.read_bytes(position.position, position.size))

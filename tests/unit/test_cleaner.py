@@ -1,0 +1,142 @@
+"""Log compaction: the latest value per key stays, tombstones go after
+delete.retention.ms, the active segment is never touched, and a swap interrupted by
+a crash is completed at the next open."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from moldau.clock import FakeClock
+from moldau.protocol.errors import InvalidRecordError
+from moldau.protocol.records import Compression, build_batch, iter_records
+from moldau.storage.cleaner import CleanResult, clean, dirty_ratio
+from moldau.storage.log import Log
+from moldau.storage.log_config import LogConfig
+from moldau.storage.partition_name import TopicPartition
+
+TP = TopicPartition("compacted", 0)
+
+
+def run(steps: Generator[None, None, CleanResult | None]) -> CleanResult | None:
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def compacted_log(path: Path, clock: FakeClock, **config: object) -> Log:
+    settings: dict[str, object] = {
+        "compact": True, "delete": False, "segment_bytes": 600, "file_delete_delay_ms": 0,
+    }  # fmt: skip
+    settings.update(config)
+    return Log.open(path, TP, LogConfig(**settings), clock, had_clean_shutdown=True)  # type: ignore[arg-type]
+
+
+def contents(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    for batch in log.read_batches(log.log_start_offset, log.log_end_offset):
+        out += [(r.offset, r.key, r.value) for r in iter_records(batch)]
+    return out
+
+
+def write(
+    log: Log,
+    clock: FakeClock,
+    key: bytes,
+    value: bytes | None,
+    codec: Compression = Compression.NONE,
+) -> int:
+    batch = build_batch([(key, value)], timestamp=clock.milliseconds(), compression=codec)
+    return log.append_as_leader(memoryview(batch), 0).first_offset
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def test_only_the_latest_value_of_each_key_stays(tmp_path: Path, clock: FakeClock) -> None:
+    log = compacted_log(tmp_path, clock)
+    latest = {}
+    for i in range(60):
+        key = b"k%d" % (i % 5)
+        latest[key] = (write(log, clock, key, b"v%d" % i, Compression.GZIP), b"v%d" % i)
+    assert len(log.segments) > 3
+    active_before = log.active_segment
+    active_size = active_before.size
+    assert dirty_ratio(log, 0, clock.milliseconds()) == 1.0
+    result = run(clean(log, 0, clock.milliseconds()))
+    assert result is not None and result.records_removed > 0
+    assert result.first_dirty_offset == log.active_segment.base_offset
+    assert log.active_segment is active_before and active_before.size == active_size
+    kept = contents(log)
+    # Below the active segment each key appears once, with its latest value;
+    # offsets never change.
+    cleaned = [(o, k, v) for o, k, v in kept if o < active_before.base_offset]
+    assert len({k for _, k, _ in cleaned}) == len(cleaned)
+    final = {k: (o, v) for o, k, v in kept}
+    assert final == latest
+    assert [o for o, _, _ in kept] == sorted(o for o, _, _ in kept)
+    assert result.bytes_after < result.bytes_before
+    assert dirty_ratio(log, result.first_dirty_offset, clock.milliseconds()) == 0.0
+
+
+def test_tombstones_are_removed_only_after_delete_retention(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = compacted_log(tmp_path, clock, delete_retention_ms=60_000)
+    for i in range(10):
+        write(log, clock, b"k%d" % i, b"value" * 10)
+    for i in range(10):
+        write(log, clock, b"k%d" % i, None)
+    for i in range(20):
+        write(log, clock, b"other", b"%d" % i)
+    first = run(clean(log, 0, clock.milliseconds()))
+    assert first is not None
+    tombstones = [k for _, k, v in contents(log) if v is None]
+    assert sorted(tombstones) == sorted(b"k%d" % i for i in range(10))
+    # Later: the segments holding the tombstones are more than delete.retention.ms
+    # older than the newest cleaned segment.
+    cleaned = [s for s in log.segments if s.base_offset < first.first_dirty_offset]
+    for seg in cleaned[:-1]:
+        os.utime(seg.log_path, (0, 0))
+    for i in range(20):
+        write(log, clock, b"more", b"%d" % i)
+    second = run(clean(log, first.first_dirty_offset, clock.milliseconds()))
+    assert second is not None
+    assert [k for _, k, v in contents(log) if v is None] == []
+    assert b"k3" not in {k for _, k, _ in contents(log)}
+
+
+def test_compacted_topics_refuse_records_without_keys(tmp_path: Path, clock: FakeClock) -> None:
+    log = compacted_log(tmp_path, clock)
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(memoryview(build_batch([(b"k", b"v"), (None, b"v")])), 0)
+    assert log.log_end_offset == 0
+
+
+def test_an_interrupted_swap_is_completed_on_open(tmp_path: Path, clock: FakeClock) -> None:
+    log = compacted_log(tmp_path, clock)
+    for i in range(40):
+        write(log, clock, b"k%d" % (i % 3), b"v%d" % i)
+    first = log.segments[0]
+    # A crash after the cleaned segment became .swap but before it replaced the old one.
+    cleaned = log.new_cleaned_segment(first.base_offset)
+    for batch in log.read_batches(first.base_offset, log.segments[1].base_offset)[-1:]:
+        from moldau.protocol.records import BatchHeader
+
+        h = BatchHeader.parse(batch)
+        cleaned.append(h.last_offset, h.max_timestamp, h.last_offset, [batch], len(batch))
+    cleaned.flush()
+    cleaned.change_file_suffix(".cleaned", ".swap")
+    expected_first = log.read_batches(first.base_offset, log.segments[1].base_offset)[-1]
+    log.close()
+    reopened = compacted_log(tmp_path, clock)
+    assert not list(tmp_path.glob("*.swap"))
+    assert reopened.read_batches(0, reopened.segments[1].base_offset) == [expected_first]
+    assert reopened.log_end_offset == 40
