@@ -19,6 +19,7 @@ from moldau.controller.states import (
     is_valid_partition_transition,
     is_valid_replica_transition,
 )
+from moldau.coordinator.group import GroupMetadata, GroupState, InvalidGroupTransition
 
 P = PartitionState
 R = ReplicaState
@@ -124,3 +125,27 @@ def test_controlled_shutdown_election_skips_brokers_shutting_down() -> None:
         )
         is None
     )
+
+
+G = GroupState
+VALID_GROUP_EDGES = {
+    (G.STABLE, G.DEAD), (G.PREPARING_REBALANCE, G.DEAD), (G.COMPLETING_REBALANCE, G.DEAD),
+    (G.EMPTY, G.DEAD), (G.DEAD, G.DEAD),
+    (G.PREPARING_REBALANCE, G.COMPLETING_REBALANCE),
+    (G.COMPLETING_REBALANCE, G.STABLE),
+    (G.STABLE, G.PREPARING_REBALANCE), (G.COMPLETING_REBALANCE, G.PREPARING_REBALANCE),
+    (G.EMPTY, G.PREPARING_REBALANCE),
+    (G.PREPARING_REBALANCE, G.EMPTY),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("current", "target"), list(itertools.product(G, G)))
+def test_every_group_edge(current: GroupState, target: GroupState) -> None:
+    group = GroupMetadata("g", state=current)
+    if (current, target) in VALID_GROUP_EDGES:
+        group.transition_to(target, 5)
+        assert group.state == target and group.current_state_timestamp_ms == 5
+    else:
+        with pytest.raises(InvalidGroupTransition):
+            group.transition_to(target, 5)
+        assert group.state == current

@@ -1,0 +1,104 @@
+"""A TCP proxy between clients and a broker that can drop a connection right after
+the broker answered a request of a given API: the request took effect, the client
+never hears so, and retries. Runs in a thread of the test process."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+
+
+class DroppingProxy:
+    def __init__(self, broker_host: str, broker_port: int, listen_port: int = 0) -> None:
+        self.broker = (broker_host, broker_port)
+        self.listener = socket.create_server(("127.0.0.1", listen_port))
+        self.port = self.listener.getsockname()[1]
+        self.drops_left = 0
+        self.drop_api_key = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        self._spawn(self._accept)
+
+    def drop_next(self, n: int, api_key: int = 0) -> None:
+        with self._lock:
+            self.drops_left = n
+            self.drop_api_key = api_key
+
+    def _spawn(self, target: object, *args: object) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+        t.start()
+        self._threads.append(t)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.broker)
+            pending: dict[int, int] = {}  # correlation id -> api key
+            self._spawn(self._pump_requests, client, upstream, pending)
+            self._spawn(self._pump_responses, upstream, client, pending)
+
+    def _frames(self, sock: socket.socket):  # type: ignore[no-untyped-def]
+        buf = b""
+        while True:
+            try:
+                data = sock.recv(1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while len(buf) >= 4:
+                (size,) = struct.unpack_from(">i", buf)
+                if len(buf) < 4 + size:
+                    break
+                yield buf[: 4 + size]
+                buf = buf[4 + size :]
+
+    def _pump_requests(
+        self, client: socket.socket, upstream: socket.socket, pending: dict[int, int]
+    ) -> None:
+        for frame in self._frames(client):
+            api_key, _, correlation = struct.unpack_from(">hhi", frame, 4)
+            pending[correlation] = api_key
+            try:
+                upstream.sendall(frame)
+            except OSError:
+                break
+        _close(client, upstream)
+
+    def _pump_responses(
+        self, upstream: socket.socket, client: socket.socket, pending: dict[int, int]
+    ) -> None:
+        for frame in self._frames(upstream):
+            (correlation,) = struct.unpack_from(">i", frame, 4)
+            api_key = pending.pop(correlation, -1)
+            with self._lock:
+                drop = self.drops_left > 0 and api_key == self.drop_api_key
+                if drop:
+                    self.drops_left -= 1
+                    self.dropped += 1
+            if drop:
+                break  # the broker did the work; the client never hears of it
+            try:
+                client.sendall(frame)
+            except OSError:
+                break
+        _close(client, upstream)
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()
+
+
+def _close(*socks: socket.socket) -> None:
+    for s in socks:
+        with contextlib.suppress(OSError):
+            s.shutdown(socket.SHUT_RDWR)
+        s.close()

@@ -1,0 +1,126 @@
+"""Idempotent producers: retries after lost responses write nothing twice, sequence
+gaps and old epochs are refused."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import build_batch
+from moldau.testing.process import BrokerProcess
+from tests.integration import requests as rq
+from tests.integration.clients import confluent_consume, create_topic
+from tests.integration.kafka_wire import WireClient
+from tests.integration.proxy import DroppingProxy
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_lost_produce_responses_cause_no_duplicates(tmp_path: Path, topic_name: str) -> None:
+    broker_port, proxy_port = free_port(), free_port()
+    b = BrokerProcess(
+        tmp_path / "data",
+        {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}"},
+        port=broker_port,
+    )
+    b.start()
+    proxy = None
+    try:
+        # The broker tells clients to use the proxy's address; the proxy takes it over.
+        proxy = DroppingProxy("127.0.0.1", broker_port, listen_port=proxy_port)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        create_topic(bootstrap, topic_name)
+        acked: list[int] = []
+        errors: list[object] = []
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "retry.backoff.ms": 50,
+            }
+        )
+
+        def done(err: object, msg: object) -> None:
+            if err is not None:
+                errors.append(err)
+            else:
+                acked.append(msg.offset())  # type: ignore[attr-defined]
+
+        for i in range(3000):
+            if i in (500, 1500, 2500):
+                p.flush(10)
+                proxy.drop_next(1)  # the next produce response is lost
+            p.produce(topic_name, value=b"%d" % i, partition=0, on_delivery=done)
+            p.poll(0)
+        assert p.flush(30) == 0
+        assert proxy.dropped == 3
+        assert not errors
+        assert sorted(acked) == list(range(3000))
+        got = confluent_consume(bootstrap, topic_name, 3000)
+        assert [v for *_, v, _ in got] == [b"%d" % i for i in range(3000)]
+        with WireClient(bootstrap) as c:  # nothing extra after them
+            latest = c.request(rq.list_offsets(topic_name, 0, -1))
+            assert latest.topics[0].partitions[0].offset == 3000
+    finally:
+        if proxy is not None:
+            proxy.close()
+        b.kill()
+
+
+def test_sequence_gaps_duplicates_and_old_epochs_on_the_wire(
+    bootstrap: str, topic_name: str
+) -> None:
+    create_topic(bootstrap, topic_name)
+    with WireClient(bootstrap) as c:
+        init = c.request(
+            rq.request(
+                22,
+                4,
+                transactional_id=None,
+                transaction_timeout=60000,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        )
+        assert init.error_code == ErrorCode.none
+        pid = init.producer_id
+        other = c.request(
+            rq.request(
+                22,
+                4,
+                transactional_id=None,
+                transaction_timeout=60000,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        )
+        assert other.producer_id != pid
+
+        def send(seq: int, epoch: int = 0, n: int = 2) -> tuple[int, int]:
+            batch = build_batch(
+                [(None, b"x")] * n, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+            )
+            r = c.request(rq.produce(topic_name, 0, batch, acks=-1))
+            p = r.responses[0].partition_responses[0]
+            return int(p.error_code), int(p.base_offset)
+
+        assert send(0) == (ErrorCode.none, 0)
+        assert send(2) == (ErrorCode.none, 2)
+        assert send(0) == (ErrorCode.none, 0)  # a retry: acknowledged at its first offset
+        assert send(7)[0] == ErrorCode.out_of_order_sequence_number
+        assert send(4, epoch=1)[0] == ErrorCode.out_of_order_sequence_number
+        assert send(0, epoch=1) == (ErrorCode.none, 4)
+        assert send(2, epoch=0)[0] == ErrorCode.invalid_producer_epoch
+        latest = c.request(rq.list_offsets(topic_name, 0, -1))
+        assert latest.topics[0].partitions[0].offset == 6
