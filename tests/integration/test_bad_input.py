@@ -184,3 +184,30 @@ def test_unknown_topic_with_auto_create_off(tmp_path: Path) -> None:
         assert error == ErrorCode.unknown_topic_or_partition
         f = c.request(rq.fetch("nope", 0, 0))
         assert f.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_a_manual_assignment_on_an_unknown_broker_is_refused(
+    bootstrap: str, topic_name: str
+) -> None:
+    with WireClient(bootstrap) as c:
+        r = c.request(
+            rq.request(
+                19,
+                7,
+                timeout=5000,
+                topics=[
+                    {
+                        "name": topic_name,
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                        "assignments": [
+                            {"partition_index": 0, "broker_ids": [1]},
+                            {"partition_index": 1, "broker_ids": [2]},
+                        ],
+                    }
+                ],
+            )
+        )
+        assert r.topics[0].error_code == ErrorCode.invalid_replica_assignment
+        md = c.request(rq.metadata(topic_name, auto_create=False))
+        assert md.topics[0].error_code == ErrorCode.unknown_topic_or_partition

@@ -94,20 +94,27 @@ def convert(key: ConfigKey, raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     text = raw.strip()
+    kind = {ConfigType.INT: "INT", ConfigType.SHORT: "SHORT", ConfigType.LONG: "LONG"}
     try:
         if key.type == ConfigType.BOOLEAN:
             lowered = text.lower()
             if lowered not in ("true", "false"):
-                raise ValueError("expected true or false")
+                raise ValueError("Expected value to be either true or false")
             return lowered == "true"
         if key.type in _INT_RANGE:
-            value = int(text)
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"Not a number of type {kind[key.type]}") from None
             lo, hi = _INT_RANGE[key.type]
             if not lo <= value <= hi:
-                raise ValueError("out of range")
+                raise ValueError(f"Not a number of type {kind[key.type]}")
             return value
         if key.type == ConfigType.DOUBLE:
-            return float(text)
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError("Not a number of type DOUBLE") from None
         if key.type == ConfigType.LIST:
             return [item.strip() for item in text.split(",") if item.strip()]
         return raw

@@ -106,8 +106,9 @@ class TopicAdmin:
                     "Both cannot be used at the same time."
                 )
             partitions = {int(p): [int(b) for b in r] for p, r in topic.assignments.items()}
-            # As Kafka: brokers are not checked here (a dead broker's replicas are offline).
-            validate_replica_assignment(partitions)
+            # As KRaft-era Kafka: every replica must be a live broker (a partition on an
+            # unknown broker could never get a leader).
+            validate_replica_assignment(partitions, {b.id for b in brokers})
         else:
             n = default_partitions if topic.num_partitions == -1 else topic.num_partitions
             rf = (
