@@ -78,11 +78,13 @@ def tansu_binary() -> str:
 
 
 @contextmanager
-def started(name: str, workdir: Path) -> Iterator[Broker]:
+def started(name: str, workdir: Path, overrides: dict[str, str] | None = None) -> Iterator[Broker]:
     port = free_port()
     if name == "moldau":
         cmd = [sys.executable, "-m", "moldau", "serve", "--host", "127.0.0.1",
                "--port", str(port), "--data-dir", str(workdir / "moldau-data")]  # fmt: skip
+        for key, value in (overrides or {}).items():
+            cmd += ["--override", f"{key}={value}"]
     elif name == "tansu":
         url = f"tcp://127.0.0.1:{port}"
         cmd = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
