@@ -26,7 +26,7 @@ from moldau.protocol.codec import (
 from moldau.protocol.frames import FrameDecoder, FrameError
 from moldau.protocol.produce import decode_produce_request
 from moldau.protocol.records import build_batch
-from moldau.protocol.wire import DecodeError
+from moldau.protocol.wire import DecodeError, uvarint_bytes
 
 MAX_FRAME = 1024 * 1024
 
@@ -68,22 +68,13 @@ def _produce_body(version: int, batch: bytes) -> bytes:
 
     tags = b"\x00" if flexible else b""
     records = (bytes([len(batch) + 1]) if flexible and len(batch) < 127 else b"") or (
-        _uvarint(len(batch) + 1) if flexible else struct.pack(">i", len(batch))
+        uvarint_bytes(len(batch) + 1) if flexible else struct.pack(">i", len(batch))
     )
     txn = b"\x00" if flexible else struct.pack(">h", -1)
     return (
         txn + struct.pack(">hi", 1, 1000) + arr(1) + s("topic") + arr(1)
         + struct.pack(">i", 0) + records + batch + tags + tags + tags
     )  # fmt: skip
-
-
-def _uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 REAL = real_requests()
@@ -170,7 +161,7 @@ def test_huge_array_lengths_are_refused_without_allocating(
     key: int, version: int, prefix: bytes
 ) -> None:
     # 2^32 - 2 items: a decoder that sizes the array first would ask for 32 GiB.
-    length = _uvarint(2**32 - 1) if is_flexible(key, version) else struct.pack(">i", 2**31 - 1)
+    length = uvarint_bytes(2**32 - 1) if is_flexible(key, version) else struct.pack(">i", 2**31 - 1)
     frame = memoryview(frame_of(key, version, prefix + length + b"\x00" * 16))
     header, offset = parse_request_header(frame)
     with pytest.raises(DecodeError):

@@ -91,6 +91,22 @@ class OffsetCommitEntry:
     metadata: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    # (protocol name, metadata) in the member's order of preference
+    protocols: list[tuple[str, bytes]]
+    # JoinGroup v4+: a new member first gets MEMBER_ID_REQUIRED and its id
+    require_known_member_id: bool
+
+
 @dataclass(slots=True)
 class JoinResult:
     error: ErrorCode
@@ -340,140 +356,90 @@ class GroupCoordinator:
 
     # -- JoinGroup -----------------------------------------------------------------------
 
-    async def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-    ) -> JoinResult:
-        error = self._check_coordinator(group_id)
+    async def join_group(self, req: JoinRequest) -> JoinResult:
+        error = self._check_coordinator(req.group_id)
         if error != ErrorCode.none:
-            return JoinResult(error, member_id)
-        if not (
-            self.config.min_session_timeout_ms
-            <= session_timeout_ms
-            <= self.config.max_session_timeout_ms
+            return JoinResult(error, req.member_id)
+        config = self.config
+        if (
+            not config.min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= config.max_session_timeout_ms
         ):
-            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
-        is_unknown = member_id == ""
-        group = self.groups.get(group_id)
+            return JoinResult(ErrorCode.invalid_session_timeout, req.member_id)
+        is_unknown = req.member_id == ""
+        group = self.groups.get(req.group_id)
         if group is None:
             if not is_unknown:
-                return JoinResult(ErrorCode.unknown_member_id, member_id)
-            group = GroupMetadata(group_id, current_state_timestamp_ms=self._now())
-            self.groups[group_id] = group
+                return JoinResult(ErrorCode.unknown_member_id, req.member_id)
+            group = GroupMetadata(req.group_id, current_state_timestamp_ms=self._now())
+            self.groups[req.group_id] = group
         if group.state == GroupState.DEAD:
             # The group was just removed (e.g. deleted); the client retries.
-            return JoinResult(ErrorCode.coordinator_not_available, member_id)
-        names = [name for name, _ in protocols]
+            return JoinResult(ErrorCode.coordinator_not_available, req.member_id)
+        supported = group.supports(req.protocol_type, [name for name, _ in req.protocols])
         if is_unknown:
-            if not group.supports(protocol_type, names):
-                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-            new_id = f"{client_id}-{uuid.uuid4()}"
-            if group_instance_id is not None:
-                return await self._static_member_join(
-                    group, new_id, group_instance_id, client_id, client_host,
-                    rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                )  # fmt: skip
-            if require_known_member_id:
+            if not supported:
+                return JoinResult(ErrorCode.inconsistent_group_protocol, req.member_id)
+            new_id = f"{req.client_id}-{uuid.uuid4()}"
+            if req.group_instance_id is not None:
+                return await self._static_member_join(group, new_id, req)
+            if req.require_known_member_id:
                 group.pending_members.add(new_id)
-                self._schedule_pending_member_expiry(group, new_id, session_timeout_ms)
+                self._schedule_pending_member_expiry(group, new_id, req.session_timeout_ms)
                 return JoinResult(ErrorCode.member_id_required, new_id)
-            return await self._add_member_and_rebalance(
-                group, new_id, None, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols,
-            )  # fmt: skip
-        if member_id in group.pending_members:
-            if not group.supports(protocol_type, names):
-                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-            return await self._add_member_and_rebalance(
-                group, member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-            )  # fmt: skip
-        if group_instance_id is not None:
-            known = group.static_member_id(group_instance_id)
-            if known is not None and known != member_id:
-                return JoinResult(ErrorCode.fenced_instance_id, member_id)
-        if not group.has(member_id):
-            return JoinResult(ErrorCode.unknown_member_id, member_id)
-        if not group.supports(protocol_type, names):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-        member = group.members[member_id]
+            return await self._add_member_and_rebalance(group, new_id, req)
+        if req.member_id in group.pending_members:
+            if not supported:
+                return JoinResult(ErrorCode.inconsistent_group_protocol, req.member_id)
+            return await self._add_member_and_rebalance(group, req.member_id, req)
+        error = self._check_member(group, req.member_id, req.group_instance_id)
+        if error == ErrorCode.none and not supported:
+            error = ErrorCode.inconsistent_group_protocol
+        if error != ErrorCode.none:
+            return JoinResult(error, req.member_id)
+        member = group.members[req.member_id]
         if group.state == GroupState.PREPARING_REBALANCE:
-            return await self._update_member_and_rebalance(
-                group, member, protocols, rebalance_timeout_ms, session_timeout_ms
-            )
+            return await self._update_member_and_rebalance(group, member, req)
         if group.state == GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(req.protocols):
                 # It joined already but did not see the response: send it again.
                 return self._join_result(group, member)
-            return await self._update_member_and_rebalance(
-                group, member, protocols, rebalance_timeout_ms, session_timeout_ms
-            )
+            return await self._update_member_and_rebalance(group, member, req)
         if group.state == GroupState.STABLE:
-            if member_id == group.leader_id or not member.matches(protocols):
-                return await self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms
-                )
+            if req.member_id == group.leader_id or not member.matches(req.protocols):
+                return await self._update_member_and_rebalance(group, member, req)
             return self._join_result(group, member)
-        return JoinResult(ErrorCode.unknown_member_id, member_id)
+        return JoinResult(ErrorCode.unknown_member_id, req.member_id)
 
     async def _static_member_join(
-        self,
-        group: GroupMetadata,
-        new_id: str,
-        instance_id: str,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        self, group: GroupMetadata, new_id: str, req: JoinRequest
     ) -> JoinResult:
-        old_id = group.static_member_id(instance_id)
+        assert req.group_instance_id is not None
+        old_id = group.static_member_id(req.group_instance_id)
         if old_id is None:
-            return await self._add_member_and_rebalance(
-                group, new_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols,
-            )  # fmt: skip
+            return await self._add_member_and_rebalance(group, new_id, req)
         # A known static member restarted: it takes over its old identity (the old
         # member id is fenced) without a rebalance, unless its protocols changed.
         old = group.members[old_id]
         _complete(old.awaiting_join, JoinResult(ErrorCode.fenced_instance_id, old_id))
         _complete(old.awaiting_sync, SyncResult(ErrorCode.fenced_instance_id))
         old.awaiting_join = old.awaiting_sync = None
-        member = group.replace_static_member(instance_id, old_id, new_id)
-        member.client_id, member.client_host = client_id, client_host
-        if group.state == GroupState.STABLE and member.matches(protocols):
+        member = group.replace_static_member(req.group_instance_id, old_id, new_id)
+        member.client_id, member.client_host = req.client_id, req.client_host
+        if group.state == GroupState.STABLE and member.matches(req.protocols):
             self._complete_and_schedule_next_heartbeat(group, member)
             return self._join_result(group, member)
-        return await self._update_member_and_rebalance(
-            group, member, protocols, rebalance_timeout_ms, session_timeout_ms
-        )
+        return await self._update_member_and_rebalance(group, member, req)
 
     async def _add_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        self, group: GroupMetadata, member_id: str, req: JoinRequest
     ) -> JoinResult:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member = MemberMetadata(
-            member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-            session_timeout_ms, protocol_type, protocols, awaiting_join=future, is_new=True,
+            member_id, req.group_instance_id, req.client_id, req.client_host,
+            req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
+            req.protocols, awaiting_join=future, is_new=True,
         )  # fmt: skip
         group.add(member)
         group.new_member_added = True
@@ -482,20 +448,15 @@ class GroupCoordinator:
         return await future
 
     async def _update_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        self, group: GroupMetadata, member: MemberMetadata, req: JoinRequest
     ) -> JoinResult:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         _complete(
             member.awaiting_join, JoinResult(ErrorCode.rebalance_in_progress, member.member_id)
         )
-        member.protocols = protocols
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
+        member.protocols = req.protocols
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
         member.awaiting_join = future
         self._maybe_prepare_rebalance(group)
         if group.state == GroupState.PREPARING_REBALANCE:

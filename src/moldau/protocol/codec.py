@@ -193,43 +193,9 @@ def _field_reader(
     kind = classify_field(f)
     flexible = bool(cls.__flexible__)
     if isinstance(kind, PrimitiveTupleField):
-        item_reader = get_reader(get_schema_field_type(f), flexible, False)
-        read_len = read_compact_array_length if flexible else read_legacy_array_length
-
-        def read_primitives(buf: memoryview, pos: int) -> tuple[Any, int]:
-            n, size = read_len(buf, pos)
-            if n is None or n < 0:
-                return None, size
-            if n > len(buf) - pos:
-                raise DecodeError(f"array of {n} items in {len(buf) - pos} bytes")
-            items = []
-            total = size
-            for _ in range(n):
-                v, k = item_reader(buf, pos + total)
-                items.append(v)
-                total += k
-            return tuple(items), total
-
-        return read_primitives
+        return _array_reader(get_reader(get_schema_field_type(f), flexible, False), flexible)
     if isinstance(kind, EntityTupleField):
-        item = _safe_reader(kind.type_)
-        read_len = read_compact_array_length if flexible else read_legacy_array_length
-
-        def read_array(buf: memoryview, pos: int) -> tuple[Any, int]:
-            n, size = read_len(buf, pos)
-            if n is None or n < 0:
-                return None, size
-            if n > len(buf) - pos:
-                raise DecodeError(f"array of {n} items in {len(buf) - pos} bytes")
-            items = []
-            total = size
-            for _ in range(n):
-                v, k = item(buf, pos + total)
-                items.append(v)
-                total += k
-            return tuple(items), total
-
-        return read_array
+        return _array_reader(_safe_reader(kind.type_), flexible)
     if isinstance(kind, EntityField):
         inner = _safe_reader(kind.type_)
         if is_optional(f) and not is_tag:
@@ -243,6 +209,28 @@ def _field_reader(
             return read_nullable
         return inner
     return get_field_reader(cls, f, cls.__name__ == "RequestHeader", is_tag)
+
+
+def _array_reader(item: _Read, flexible: bool) -> _Read:
+    """An array of `item`s whose claimed length is checked against the bytes left
+    before anything is allocated."""
+    read_len = read_compact_array_length if flexible else read_legacy_array_length
+
+    def read_array(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n, size = read_len(buf, pos)
+        if n is None or n < 0:
+            return None, size
+        if n > len(buf) - pos:
+            raise DecodeError(f"array of {n} items in {len(buf) - pos} bytes")
+        items = []
+        total = size
+        for _ in range(n):
+            v, k = item(buf, pos + total)
+            items.append(v)
+            total += k
+        return tuple(items), total
+
+    return read_array
 
 
 # -- error responses for any API --------------------------------------------------------

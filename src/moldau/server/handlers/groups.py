@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from moldau.coordinator.group import GroupState
+from moldau.coordinator.group_coordinator import JoinRequest
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
@@ -26,16 +27,18 @@ async def handle_join_group(broker: Broker, ctx: RequestContext) -> Response:
     version = ctx.version
     session_ms = _ms(req.session_timeout)
     result = await broker.group_coordinator.join_group(
-        req.group_id,
-        req.member_id,
-        getattr(req, "group_instance_id", None),
-        ctx.header.client_id or "",
-        f"/{ctx.client.host}",
-        _ms(req.rebalance_timeout) if version >= 1 else session_ms,
-        session_ms,
-        req.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in req.protocols],
-        require_known_member_id=version >= 4,
+        JoinRequest(
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            ctx.header.client_id or "",
+            f"/{ctx.client.host}",
+            _ms(req.rebalance_timeout) if version >= 1 else session_ms,
+            session_ms,
+            req.protocol_type,
+            [(p.name, bytes(p.metadata)) for p in req.protocols],
+            require_known_member_id=version >= 4,
+        )
     )
     return build_response(
         ApiKey.JOIN_GROUP,
