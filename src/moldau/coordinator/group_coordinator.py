@@ -442,7 +442,10 @@ class GroupCoordinator:
             req.protocols, awaiting_join=future, is_new=True,
         )  # fmt: skip
         group.add(member)
-        group.new_member_added = True
+        # Only a new group's first rebalance is stretched for members still arriving
+        # (Kafka sets this flag under the same condition).
+        if group.state == GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group)
         return await future
