@@ -1,11 +1,15 @@
 """`moldau consume`: print records, one a line, as kafka-console-consumer.sh.
 
-Group membership (JoinGroup) is not available yet, so the consumer is assigned
-the partitions directly (all of the topic's, or `--partition`) instead of
-subscribing. It starts at `--offset`, else the beginning with `--from-beginning`,
-else the end; with `--group` it resumes from the group's committed offsets and
-commits what it printed. The output properties (`print.key`, `key.separator`,
-...) are those of Kafka's DefaultMessageFormatter.
+With `--group` (or a `group.id` among the consumer settings) it joins the group,
+as kafka-console-consumer does: it subscribes to the topic, shares its
+partitions with the group's other members, resumes from the group's committed
+offsets (where there are none, the beginning with `--from-beginning`, else the
+end) and commits what it printed, as a member. With `--partition` or `--offset`
+it is assigned the partitions directly (that partition, or all of the topic's)
+and starts at `--offset`, else the beginning with `--from-beginning`, else the
+end, or with a group its committed offsets; a group's offsets are still
+committed. The output properties (`print.key`, `key.separator`, ...) are those
+of Kafka's DefaultMessageFormatter.
 """
 
 from __future__ import annotations
@@ -90,7 +94,11 @@ def add_parser(sub: Any) -> None:
         "print.partition, print.offset, print.timestamp, key.separator, line.separator, "
         "headers.separator, null.literal",
     )
-    p.add_argument("--group", help="consumer group: resume from, and commit to, its offsets")
+    p.add_argument(
+        "--group",
+        help="consumer group to join: share the topic's partitions with its other members, "
+        "resume from its committed offsets and commit what is printed",
+    )
     p.add_argument(
         "--consumer-property",
         action="append",
@@ -274,14 +282,19 @@ def run(args: argparse.Namespace) -> int:
     consumer = make_client(Consumer, conf)
     try:
         partitions = topic_partitions(consumer, watch, args.topic)
-        if args.partition is not None:
-            if args.partition not in partitions:
-                raise CliError(
-                    f"topic '{args.topic}' has no partition {args.partition} "
-                    f"(it has {len(partitions)}: 0..{len(partitions) - 1})"
-                )
-            partitions = [args.partition]
-        consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
+        if group is not None and args.partition is None and args.offset is None:
+            # A member of the group: the group's coordinator decides which
+            # partitions this consumer reads, and it commits as a member.
+            consumer.subscribe([args.topic])
+        else:
+            if args.partition is not None:
+                if args.partition not in partitions:
+                    raise CliError(
+                        f"topic '{args.topic}' has no partition {args.partition} "
+                        f"(it has {len(partitions)}: 0..{len(partitions) - 1})"
+                    )
+                partitions = [args.partition]
+            consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
         _consume(consumer, watch, formatter, args)
     finally:
         consumer.close()
