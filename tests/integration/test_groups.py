@@ -46,6 +46,7 @@ class Member:
         self.consumer = Consumer(settings)
         self.records: list[tuple[int, int, bytes]] = []
         self.assignment: set[int] = set()
+        self.assignments_seen = 0
         self.errors: list[object] = []
         self._stop = threading.Event()
         self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
@@ -54,6 +55,7 @@ class Member:
 
     def _assigned(self, _: object, partitions: list[CTP]) -> None:
         self.assignment = {p.partition for p in partitions}
+        self.assignments_seen += 1
 
     def _revoked(self, _: object, partitions: list[CTP]) -> None:
         self.assignment = set()
@@ -256,3 +258,27 @@ def test_groups_and_offsets_survive_a_broker_kill(tmp_path: Path, topic_name: st
         m.consumer.close()
     finally:
         b.kill()
+
+
+def test_a_static_member_that_restarts_keeps_its_partitions_without_a_rebalance(
+    groups_broker: BrokerProcess, topic_name: str
+) -> None:
+    bs = groups_broker.bootstrap
+    create_topic(bs, topic_name, 4)
+    group = f"g-{topic_name}"
+    static = {"session.timeout.ms": 10_000}
+    a = Member(bs, group, topic_name, **static, **{"group.instance.id": "instance-a"})
+    b = Member(bs, group, topic_name, **static, **{"group.instance.id": "instance-b"})
+    try:
+        assert wait_for(lambda: len(a.assignment) == 2 and len(b.assignment) == 2, 20)
+        before = set(a.assignment)
+        b_assignments = b.assignments_seen
+        a.close()  # a static member does not leave the group when it closes
+        a = Member(bs, group, topic_name, **static, **{"group.instance.id": "instance-a"})
+        assert wait_for(lambda: a.assignment == before, 20)
+        time.sleep(1.0)
+        assert b.assignments_seen == b_assignments  # b saw no rebalance
+        assert not a.errors and not b.errors
+    finally:
+        a.close()
+        b.close()
