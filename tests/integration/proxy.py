@@ -39,7 +39,11 @@ class DroppingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.broker)
+            try:
+                upstream = socket.create_connection(self.broker)
+            except OSError:  # the broker is down: the client sees a closed connection
+                _close(client)
+                continue
             pending: dict[int, int] = {}  # correlation id -> api key
             self._spawn(self._pump_requests, client, upstream, pending)
             self._spawn(self._pump_responses, upstream, client, pending)
