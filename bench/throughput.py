@@ -226,6 +226,10 @@ def consume_worker(
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
             "queued.max.messages.kbytes": 1_048_576,
+            # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) once its queue
+            # holds queued.min.messages (100k): two 10 MB fetches of 100 B records do,
+            # and the run would measure that pause rather than either broker.
+            "queued.min.messages": 10_000_000,
         }
     )
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
