@@ -7,11 +7,15 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+# ZooKeeper for the cluster tests: Debian's jar, run directly with java.
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(libzookeeper-java)
+[ -f /usr/share/java/slf4j-simple.jar ] || need+=(libslf4j-java)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
 PYTHON=${PYTHON:-python3}

@@ -1,5 +1,6 @@
-"""The embedded MetadataStore keeps ZooKeeper's semantics: versions, ephemeral
-nodes, one-shot watches, atomic multi-ops, and persistence of persistent nodes."""
+"""What only the embedded MetadataStore does (persistence of persistent nodes), and
+the broker registration's wait for an old session. The semantics both backends
+share are tested in tests/cluster/test_metadata_store.py, on a real ZooKeeper too."""
 
 from __future__ import annotations
 
@@ -10,16 +11,7 @@ import pytest
 
 from moldau.metadata.embedded import EmbeddedTree
 from moldau.metadata.store import (
-    BadVersionError,
-    CheckOp,
-    CreateOp,
-    EventType,
     NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    SessionExpiredError,
-    SetDataOp,
-    WatchedEvent,
 )
 
 
@@ -27,82 +19,6 @@ async def settle() -> None:
     """Let watch callbacks (delivered with call_soon) run."""
     for _ in range(3):
         await asyncio.sleep(0)
-
-
-def test_versions_and_conditional_writes(tmp_path: Path) -> None:
-    async def run() -> None:
-        s = EmbeddedTree(tmp_path).session()
-        await s.start()
-        await s.create("/a", b"1")
-        data, stat = await s.get("/a")
-        assert (data, stat.version) == (b"1", 0)
-        assert (await s.set("/a", b"2", version=0)).version == 1
-        with pytest.raises(BadVersionError):
-            await s.set("/a", b"3", version=0)
-        with pytest.raises(NodeExistsError):
-            await s.create("/a")
-        with pytest.raises(NoNodeError):
-            await s.create("/missing/child")
-        await s.create("/x/y/z", make_parents=True)
-        with pytest.raises(NotEmptyError):
-            await s.delete("/x")
-        await s.delete("/x", recursive=True)
-        assert await s.exists("/x") is None
-
-    asyncio.run(run())
-
-
-def test_multi_is_all_or_nothing(tmp_path: Path) -> None:
-    async def run() -> None:
-        s = EmbeddedTree(tmp_path).session()
-        await s.start()
-        await s.create("/epoch", b"1")
-        with pytest.raises(BadVersionError):
-            await s.multi([CreateOp("/new"), CheckOp("/epoch", 7)])
-        assert await s.exists("/new") is None
-        await s.multi([CreateOp("/new"), CheckOp("/epoch", 0), SetDataOp("/epoch", b"2", 0)])
-        assert (await s.get("/epoch"))[0] == b"2"
-
-    asyncio.run(run())
-
-
-def test_ephemeral_nodes_go_with_their_session_and_fire_watches(tmp_path: Path) -> None:
-    async def run() -> None:
-        tree = EmbeddedTree(tmp_path)
-        a, b = tree.session(), tree.session()
-        await a.start()
-        await b.start()
-        await a.create("/brokers", b"")
-        await a.create("/brokers/1", b"reg", ephemeral=True)
-        events: list[WatchedEvent] = []
-        assert await b.get_children("/brokers", events.append) == ["1"]
-        await b.exists("/brokers/1", events.append)
-        await a.close()
-        await settle()
-        assert {(e.type, e.path) for e in events} == {
-            (EventType.CHILD, "/brokers"),
-            (EventType.DELETED, "/brokers/1"),
-        }
-        assert await b.get_children("/brokers") == []
-        with pytest.raises(SessionExpiredError):
-            await a.get("/brokers")
-
-    asyncio.run(run())
-
-
-def test_watches_fire_once(tmp_path: Path) -> None:
-    async def run() -> None:
-        s = EmbeddedTree(tmp_path).session()
-        await s.start()
-        await s.create("/n", b"")
-        events: list[WatchedEvent] = []
-        await s.get("/n", events.append)
-        await s.set("/n", b"1")
-        await s.set("/n", b"2")
-        await settle()
-        assert [e.type for e in events] == [EventType.CHANGED]
-
-    asyncio.run(run())
 
 
 def test_persistent_nodes_survive_reopen_and_ephemeral_ones_do_not(tmp_path: Path) -> None:
@@ -120,5 +36,31 @@ def test_persistent_nodes_survive_reopen_and_ephemeral_ones_do_not(tmp_path: Pat
         assert await s2.exists("/gone") is None
         second = await s2.create("/seq-", b"", sequential=True)
         assert (first, second) == ("/seq-0000000000", "/seq-0000000001")
+
+    asyncio.run(run())
+
+
+def test_a_broker_waits_out_an_old_registration_of_its_id_then_registers() -> None:
+    from moldau.metadata import znodes as z
+    from moldau.metadata.client import MetadataClient
+
+    reg = z.BrokerRegistration(1, (z.EndPoint("PLAINTEXT", "localhost", 9092),))
+
+    async def run() -> None:
+        tree = EmbeddedTree(None)
+        old, new, other = tree.session(), tree.session(), tree.session()
+        for s in (old, new, other):
+            await s.start()
+        await MetadataClient(old).create_top_level_paths()
+        await MetadataClient(old).register_broker(reg, 0)
+        # The old session is still alive for the whole wait: a clear refusal.
+        with pytest.raises(NodeExistsError, match="registered by another live session"):
+            await MetadataClient(other).register_broker(reg, 0, wait_s=0.2)
+        # The old session ends during the wait: the new one registers.
+        asyncio.get_running_loop().call_later(0.1, lambda: asyncio.ensure_future(old.close()))
+        epoch = await MetadataClient(new).register_broker(reg, 0, wait_s=5)
+        stat = await new.exists("/brokers/ids/1")
+        assert stat is not None and stat.ephemeral_owner == new.session_id
+        assert epoch == stat.czxid
 
     asyncio.run(run())

@@ -60,6 +60,7 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from moldau.config.broker import BrokerConfig
+    from moldau.metadata.store import StoreError
     from moldau.protocol.errors import KafkaError
 
     logging.basicConfig(
@@ -68,13 +69,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         config = BrokerConfig(broker_properties(args))
-        if config["zookeeper.connect"]:
-            raise CliError(
-                "zookeeper.connect is set, but the ZooKeeper metadata backend is not available "
-                "in this version; remove it to run with the embedded metadata store"
-            )
         return asyncio.run(_serve(config))
-    except KafkaError as e:
+    except (KafkaError, StoreError) as e:
         raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(str(e)) from None
@@ -82,8 +78,13 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: Any) -> int:
     from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
+    from moldau.server.zookeeper_mode import ZooKeeperModeServer
 
-    cluster = EmbeddedCluster([config], config.log_dirs[0] / METADATA_DIR)
+    cluster: EmbeddedCluster | ZooKeeperModeServer
+    if config["zookeeper.connect"]:
+        cluster = ZooKeeperModeServer(config)
+    else:
+        cluster = EmbeddedCluster([config], config.log_dirs[0] / METADATA_DIR)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

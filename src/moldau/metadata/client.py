@@ -6,7 +6,9 @@ fails with ControllerMovedError and the caller resigns.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from moldau.metadata import znodes as z
@@ -23,6 +25,8 @@ from moldau.metadata.store import (
     Watcher,
 )
 from moldau.storage.partition_name import TopicPartition
+
+log = logging.getLogger(__name__)
 
 
 class ControllerMovedError(Exception):
@@ -49,10 +53,43 @@ class MetadataClient:
 
     # -- brokers -------------------------------------------------------------------------
 
-    async def register_broker(self, broker: z.BrokerRegistration, now_ms: int) -> int:
-        """Create the ephemeral registration; return the broker epoch (its czxid)."""
+    async def register_broker(
+        self, broker: z.BrokerRegistration, now_ms: int, wait_s: float = 0.0
+    ) -> int:
+        """Create the ephemeral registration; return the broker epoch (its czxid).
+
+        A registration left by another session (this broker's previous process,
+        killed before its session expired) is waited out for up to `wait_s`; one
+        that stays means another live broker has this id."""
         path = z.broker_path(broker.id)
-        await self.store.create(path, z.encode_broker(broker, now_ms), ephemeral=True)
+        data = z.encode_broker(broker, now_ms)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        gone = asyncio.Event()
+
+        def on_change(_: object) -> None:
+            gone.set()
+
+        while True:
+            try:
+                await self.store.create(path, data, ephemeral=True)
+                break
+            except NodeExistsError:
+                stat = await self.store.exists(path)
+                if stat is not None and stat.ephemeral_owner == self.store.session_id:
+                    break  # ours: a create retried after a connection loss
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise NodeExistsError(
+                        f"broker id {broker.id} is registered by another live session: "
+                        "another broker has this broker.id, or this broker's previous "
+                        "process is still within its zookeeper.session.timeout.ms"
+                    ) from None
+                gone.clear()
+                if await self.store.exists(path, on_change) is not None:
+                    log.info("broker %d: waiting for an old registration to expire", broker.id)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(gone.wait(), min(left, 1.0))
         stat = await self.store.exists(path)
         assert stat is not None
         return stat.czxid

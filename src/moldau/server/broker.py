@@ -165,7 +165,12 @@ class Broker:
         if isinstance(self.transport, InProcessTransport):
             self.transport.brokers[self.broker_id] = self
         registration = BrokerRegistration(self.broker_id, self.advertised_endpoints(), config.rack)
-        self.epoch = await self.client.register_broker(registration, self.clock.milliseconds())
+        # On ZooKeeper, a registration of this id left by a killed process lasts until
+        # its session expires: wait that out rather than fail at once.
+        wait_s = config["zookeeper.session.timeout.ms"] / 1000 if config["zookeeper.connect"] else 0
+        self.epoch = await self.client.register_broker(
+            registration, self.clock.milliseconds(), wait_s=wait_s + 1 if wait_s else 0.0
+        )
         await self.controller.start()
         try:
             await asyncio.wait_for(self._metadata_ready.wait(), STARTUP_METADATA_TIMEOUT_S)

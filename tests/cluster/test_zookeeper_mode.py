@@ -1,0 +1,109 @@
+"""`moldau serve` with zookeeper.connect: a real broker process keeps its metadata
+in a real ZooKeeper server, in Kafka's znode layout, and finds it again after
+kill -9; mistakes get one clear line and a non-zero exit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from moldau.metadata.zookeeper import ZooKeeperStore
+from moldau.testing.process import BrokerProcess
+from moldau.testing.zookeeper import ZooKeeperServer
+from tests.integration.clients import confluent_consume, confluent_produce, create_topic
+
+SESSION_MS = "2000"
+
+
+def read_znodes(connect: str, paths: list[str]) -> dict[str, bytes | None]:
+    async def body() -> dict[str, bytes | None]:
+        s = ZooKeeperStore(connect)
+        await s.start()
+        try:
+            out: dict[str, bytes | None] = {}
+            for p in paths:
+                found = await s.get_or_none(p)
+                out[p] = None if found is None else found[0]
+            return out
+        finally:
+            await s.close()
+
+    return asyncio.run(body())
+
+
+def serve(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "moldau", "serve", "--host", "127.0.0.1", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_metadata_lives_in_zookeeper_and_survives_kill_9(
+    tmp_path: Path, zk_connect: str, topic_name: str
+) -> None:
+    overrides = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_MS}
+    b = BrokerProcess(tmp_path / "data", overrides)
+    try:
+        b.start()
+        create_topic(b.bootstrap, topic_name, 3)
+        records = [(f"k{i}".encode(), f"v{i}".encode(), []) for i in range(100)]
+        assert confluent_produce(b.bootstrap, topic_name, records) == list(range(100))  # type: ignore[arg-type]
+
+        nodes = read_znodes(
+            zk_connect,
+            ["/brokers/ids/1", f"/brokers/topics/{topic_name}", "/controller", "/cluster/id"],
+        )
+        assert json.loads(nodes["/brokers/ids/1"] or b"{}")["port"] == b.port
+        assert json.loads(nodes[f"/brokers/topics/{topic_name}"] or b"{}")["partitions"] == {
+            "0": [1],
+            "1": [1],
+            "2": [1],
+        }
+        assert json.loads(nodes["/controller"] or b"{}")["brokerid"] == 1
+        assert nodes["/cluster/id"] is not None
+        # Nothing of the embedded store is written in this mode.
+        assert not (tmp_path / "data" / "@metadata").exists()
+
+        b.kill()
+        # Within the old session's timeout its registration is still there; the new
+        # process waits it out and comes back with the topic and every record.
+        b.start(timeout=60)
+        got = confluent_consume(b.bootstrap, topic_name, 100, partition=0)
+        assert [(g[1], g[2], g[3]) for g in got] == [
+            (i, k, v) for i, (k, v, _) in enumerate(records)
+        ]
+    finally:
+        b.kill()
+
+
+def test_a_second_broker_process_is_refused_plainly(tmp_path: Path, zk_connect: str) -> None:
+    overrides = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": SESSION_MS}
+    with BrokerProcess(tmp_path / "one", overrides):
+        result = serve(
+            "--data-dir", str(tmp_path / "two"),
+            "--override", f"zookeeper.connect={zk_connect}",
+            "--override", "broker.id=2",
+        )  # fmt: skip
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "already has live broker(s) 1" in result.stderr
+
+
+def test_an_unreachable_zookeeper_is_one_line_and_a_non_zero_exit(
+    tmp_path: Path, zookeeper: ZooKeeperServer
+) -> None:
+    result = serve(
+        "--data-dir", str(tmp_path / "data"),
+        "--override", "zookeeper.connect=127.0.0.1:1",
+        "--override", "zookeeper.connection.timeout.ms=1000",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("moldau serve:")]
+    assert len(lines) == 1 and "cannot reach ZooKeeper at 127.0.0.1:1" in lines[0]
