@@ -107,3 +107,54 @@ def test_an_unreachable_zookeeper_is_one_line_and_a_non_zero_exit(
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("moldau serve:")]
     assert len(lines) == 1 and "cannot reach ZooKeeper at 127.0.0.1:1" in lines[0]
+
+
+def test_a_broker_whose_session_expires_registers_again_and_keeps_serving(
+    tmp_path: Path, zookeeper: ZooKeeperServer, zk_connect: str, topic_name: str
+) -> None:
+    from moldau.config.broker import BrokerConfig
+    from moldau.server.zookeeper_mode import ZooKeeperModeServer
+    from moldau.testing.zookeeper import expire_session
+
+    config = BrokerConfig(
+        {
+            "broker.id": "1",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path / "data"),
+            "zookeeper.connect": zk_connect,
+            "zookeeper.session.timeout.ms": SESSION_MS,
+        }
+    )
+
+    async def body() -> None:
+        server = ZooKeeperModeServer(config)
+        await server.start()
+        try:
+            broker = server.brokers[0]
+            bootstrap = f"127.0.0.1:{broker.port}"
+            await asyncio.to_thread(create_topic, bootstrap, topic_name, 1)
+            before = server.store.session_id
+            credentials = server.store.credentials
+            assert credentials is not None
+            await asyncio.to_thread(expire_session, zookeeper.connect, credentials)
+
+            async def registered_again() -> bool:
+                stat = await server.store.exists("/brokers/ids/1")
+                return stat is not None and stat.ephemeral_owner not in (0, before)
+
+            for _ in range(300):
+                if await registered_again():
+                    break
+                await asyncio.sleep(0.05)
+            assert await registered_again()
+            controller = await server.store.get_or_none("/controller")
+            assert controller is not None and json.loads(controller[0])["brokerid"] == 1
+            records = [(b"k", f"v{i}".encode(), []) for i in range(10)]
+            offsets = await asyncio.to_thread(confluent_produce, bootstrap, topic_name, records)
+            assert offsets == list(range(10))
+            got = await asyncio.to_thread(confluent_consume, bootstrap, topic_name, 10)
+            assert [g[3] for g in got] == [r[1] for r in records]
+        finally:
+            await server.shutdown()
+
+    asyncio.run(asyncio.wait_for(body(), 90))

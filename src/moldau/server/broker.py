@@ -20,8 +20,8 @@ from moldau.controller.controller import Controller
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
-from moldau.metadata.store import MetadataStore
-from moldau.metadata.znodes import BrokerRegistration, EndPoint, new_cluster_id
+from moldau.metadata.store import MetadataStore, WatchedEvent
+from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
 from moldau.protocol.control import (
     ControlRequest,
     ControlResponse,
@@ -164,13 +164,10 @@ class Broker:
             self.servers.append(server)
         if isinstance(self.transport, InProcessTransport):
             self.transport.brokers[self.broker_id] = self
-        registration = BrokerRegistration(self.broker_id, self.advertised_endpoints(), config.rack)
         # On ZooKeeper, a registration of this id left by a killed process lasts until
         # its session expires: wait that out rather than fail at once.
         wait_s = config["zookeeper.session.timeout.ms"] / 1000 if config["zookeeper.connect"] else 0
-        self.epoch = await self.client.register_broker(
-            registration, self.clock.milliseconds(), wait_s=wait_s + 1 if wait_s else 0.0
-        )
+        await self._register(wait_s + 1 if wait_s else 0.0)
         await self.controller.start()
         try:
             await asyncio.wait_for(self._metadata_ready.wait(), STARTUP_METADATA_TIMEOUT_S)
@@ -178,6 +175,32 @@ class Broker:
             log.warning("broker %d: no metadata from the controller yet", self.broker_id)
         self._start_background_tasks()
         self.started = True
+
+    async def _register(self, wait_s: float = 0.0) -> None:
+        registration = BrokerRegistration(
+            self.broker_id, self.advertised_endpoints(), self.config.rack
+        )
+        self.epoch = await self.client.register_broker(
+            registration, self.clock.milliseconds(), wait_s=wait_s
+        )
+        await self.store.exists(broker_path(self.broker_id), self._on_registration_event)
+
+    def _on_registration_event(self, _: WatchedEvent) -> None:
+        # The registration is ephemeral: when the store's session expires it is gone,
+        # and the broker registers again on the new session, as Kafka's broker does.
+        with contextlib.suppress(RuntimeError):  # shutting down
+            self.tasks.spawn(self._check_registration(), "registration")
+
+    async def _check_registration(self) -> None:
+        stat = await self.store.exists(broker_path(self.broker_id))
+        if stat is not None and stat.ephemeral_owner == self.store.session_id:
+            await self.store.exists(broker_path(self.broker_id), self._on_registration_event)
+            return
+        log.warning(
+            "broker %d: registration lost with its session; registering again", self.broker_id
+        )
+        wait_s = self.config["zookeeper.session.timeout.ms"] / 1000
+        await self._register(wait_s)
 
     def _topics_on_disk(self) -> set[str]:
         topics = set()
