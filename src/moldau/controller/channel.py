@@ -30,6 +30,9 @@ from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
+RETRY_BACKOFF_S = 0.1
+MAX_RETRY_BACKOFF_S = 1.0
+
 # Called with (broker id, response) on the controller's side.
 Callback = Callable[[int, ControlResponse], None]
 
@@ -93,15 +96,30 @@ class ControllerChannelManager:
             request, callback = await queue.get()
             if request is None:
                 return
-            try:
-                response = await self._transport.send(broker_id, request)
-            except (TimeoutError, OSError, ConnectionError) as e:
-                # The broker is gone or unreachable; its failure is handled through its
-                # registration znode vanishing, not here.
-                log.warning("request to broker %d failed: %s", broker_id, e)
-                continue
-            if callback is not None:
+            response = await self._send_until_done(broker_id, queue, request)
+            if response is not None and callback is not None:
                 callback(broker_id, response)
+
+    async def _send_until_done(
+        self,
+        broker_id: int,
+        queue: asyncio.Queue[tuple[ControlRequest, Callback | None]],
+        request: ControlRequest,
+    ) -> ControlResponse | None:
+        """Send, retrying with a backoff while the broker is live (as Kafka's
+        RequestSendThread does); a broker that failed is removed from the channel
+        and its failure handled through its registration znode vanishing."""
+        backoff = RETRY_BACKOFF_S
+        while True:
+            try:
+                return await self._transport.send(broker_id, request)
+            except (TimeoutError, OSError, ConnectionError) as e:
+                if self._queues.get(broker_id) is not queue:
+                    log.info("dropping %s to broker %d: it left", type(request).__name__, broker_id)
+                    return None
+                log.warning("request to broker %d failed (%s); retrying", broker_id, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
 
     async def close(self) -> None:
         self._queues.clear()

@@ -36,6 +36,7 @@ from kio.serial.readers import read_compact_array_length, read_legacy_array_leng
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from moldau.protocol.apis import ApiKey
+from moldau.protocol.control_wire import CONTROL_VERSIONS
 from moldau.protocol.wire import DecodeError, Reader, pack_i32
 
 _Read = Callable[[memoryview, int], tuple[Any, int]]
@@ -86,6 +87,8 @@ def _response_class(api_key: int, api_version: int) -> type[ResponsePayload] | N
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
+    if api_key in CONTROL_VERSIONS:  # kio has no schemas for these; ours are flexible
+        return True
     versions = _KNOWN_VERSIONS.get(api_key)
     if not versions:
         return False

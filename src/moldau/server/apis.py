@@ -31,6 +31,7 @@ from moldau.server.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from moldau.server.handlers.control import handle_control
 from moldau.server.handlers.fetch import handle_fetch
 from moldau.server.handlers.groups import (
     handle_delete_groups,
@@ -71,6 +72,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
     ApiKey.METADATA: handle_metadata,
+    ApiKey.LEADER_AND_ISR: handle_control,
+    ApiKey.STOP_REPLICA: handle_control,
+    ApiKey.UPDATE_METADATA: handle_control,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,

@@ -1,63 +1,47 @@
 """Cluster mode: one broker per process, its metadata in ZooKeeper
 (`zookeeper.connect`). The broker is the same Broker as in embedded mode; only the
-metadata store differs.
-
-Control requests still travel in-process, so a ZooKeeper cluster has one broker for
-now: a second broker process needs the inter-broker channel (LeaderAndIsr,
-UpdateMetadata and StopReplica on the wire), and start-up refuses to join a
-cluster that has another live broker rather than run half-connected."""
+metadata store and the controller's transport differ: control requests go over
+the wire to the endpoint each broker registered for the inter-broker listener."""
 
 from __future__ import annotations
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
-from moldau.controller.channel import InProcessTransport
-from moldau.metadata import znodes as z
-from moldau.metadata.store import StoreError
 from moldau.metadata.zookeeper import ZooKeeperStore
 from moldau.server.broker import Broker
-
-
-class OtherBrokerRegistered(StoreError):
-    pass
-
-
-def _store(config: BrokerConfig) -> ZooKeeperStore:
-    return ZooKeeperStore(
-        config["zookeeper.connect"],
-        config["zookeeper.session.timeout.ms"],
-        config["zookeeper.connection.timeout.ms"],
-    )
+from moldau.server.control_client import NetworkTransport
 
 
 class ZooKeeperModeServer:
     def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
-        self.store = _store(config)
-        self.transport = InProcessTransport()
+        self.store = ZooKeeperStore(
+            config["zookeeper.connect"],
+            config["zookeeper.session.timeout.ms"],
+            config["zookeeper.connection.timeout.ms"],
+        )
+        self.transport = NetworkTransport(
+            config.broker_id, self._endpoint_of, config["controller.socket.timeout.ms"]
+        )
         self.brokers = [Broker(config, self.store, self.transport, clock)]
 
-    async def start(self) -> None:
-        await self._refuse_other_live_brokers()
-        await self.brokers[0].start()
-
-    async def _refuse_other_live_brokers(self) -> None:
-        probe = _store(self.config)
-        await probe.start()
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where `broker_id` listens for the inter-broker listener, as registered."""
+        registration = self.brokers[0].controller.ctx.live_brokers.get(broker_id)
+        if registration is None:
+            return None
+        listener = self.config["inter.broker.listener.name"]
         try:
-            ids = await probe.get_children(z.BROKER_IDS) if await probe.exists(z.BROKER_IDS) else []
-        finally:
-            await probe.close()
-        others = sorted(int(i) for i in ids if int(i) != self.brokers[0].broker_id)
-        if others:
-            raise OtherBrokerRegistered(
-                f"ZooKeeper at {self.config['zookeeper.connect']} already has live broker(s) "
-                f"{', '.join(map(str, others))}; this version runs one broker per ZooKeeper "
-                "cluster (brokers in several processes need the inter-broker channel, not "
-                "built yet)"
-            )
+            ep = registration.endpoint(listener)
+        except KeyError:
+            return None
+        return ep.host, ep.port
+
+    async def start(self) -> None:
+        await self.brokers[0].start()
 
     async def shutdown(self) -> None:
         for b in self.brokers:
             if b.started:
                 await b.shutdown()
+        await self.transport.close()

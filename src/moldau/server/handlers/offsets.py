@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from moldau.controller.admin import NewTopic
+from moldau.controller.admin import MAX_REPLICATION_FACTOR, NewTopic
 from moldau.coordinator.group_coordinator import CONSUMER_OFFSETS, OffsetCommitEntry
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
@@ -24,7 +24,11 @@ async def _ensure_offsets_topic(broker: Broker) -> None:
     if broker.metadata_cache.contains_topic(CONSUMER_OFFSETS):
         return
     config = broker.config
-    rf = min(config["offsets.topic.replication.factor"], max(len(broker.metadata_cache.brokers), 1))
+    rf = min(
+        config["offsets.topic.replication.factor"],
+        max(len(broker.metadata_cache.brokers), 1),
+        MAX_REPLICATION_FACTOR,
+    )
     topic = NewTopic(
         CONSUMER_OFFSETS,
         config["offsets.topic.num.partitions"],

@@ -1,0 +1,108 @@
+"""How the controller reaches brokers in other processes: LeaderAndIsr, StopReplica
+and UpdateMetadata over the Kafka wire protocol, one connection per broker, to the
+endpoint the broker registered for the inter-broker listener.
+
+The controller's channel sends one request at a time per broker, so a connection
+never has more than one request in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from uuid import UUID
+
+from moldau.protocol.control import (
+    ControlRequest,
+    ControlResponse,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
+from moldau.protocol.control_wire import decode_response, encode_request
+from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
+
+# Where a broker listens, from its registration: (host, port), or None if unknown.
+Resolver = Callable[[int], tuple[str, int] | None]
+
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
+
+class _Connection:
+    def __init__(
+        self, address: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.address = address
+        self.reader = reader
+        self.writer = writer
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class NetworkTransport:
+    def __init__(self, controller_id: int, resolve: Resolver, timeout_ms: int = 30_000) -> None:
+        self._client_id = f"controller-{controller_id}"
+        self._resolve = resolve
+        self._timeout_s = timeout_ms / 1000
+        self._connections: dict[int, _Connection] = {}
+
+    async def send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
+        try:
+            return await asyncio.wait_for(self._send(broker_id, request), self._timeout_s)
+        except BaseException:
+            # A half-read response leaves the stream unusable: start afresh next time.
+            self._drop(broker_id)
+            raise
+
+    async def _send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
+        conn = await self._connection(broker_id)
+        api_key, version, body = encode_request(request)
+        conn.correlation_id += 1
+        header = Writer()
+        header.int16(api_key)
+        header.int16(version)
+        header.int32(conn.correlation_id)
+        header.nullable_string(self._client_id, flexible=False)
+        header.empty_tagged_fields()
+        conn.writer.write(pack_i32(len(header.buf) + len(body)) + bytes(header.buf) + body)
+        await conn.writer.drain()
+        size = int.from_bytes(await conn.reader.readexactly(4), "big", signed=True)
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise ConnectionError(f"broker {broker_id} answered with a frame of {size} bytes")
+        frame = await conn.reader.readexactly(size)
+        r = Reader(memoryview(frame))
+        if r.int32() != conn.correlation_id:
+            raise ConnectionError(f"broker {broker_id} answered another request")
+        r.skip_tagged_fields()  # response header v1
+        topic_ids: dict[str, UUID] = (
+            request.topic_ids
+            if isinstance(request, LeaderAndIsrRequest | UpdateMetadataRequest)
+            else {}
+        )
+        try:
+            return decode_response(api_key, version, r, topic_ids)
+        except DecodeError as e:
+            raise ConnectionError(f"broker {broker_id} sent a malformed response: {e}") from e
+
+    async def _connection(self, broker_id: int) -> _Connection:
+        address = self._resolve(broker_id)
+        if address is None:
+            raise ConnectionError(f"broker {broker_id} has no known endpoint")
+        conn = self._connections.get(broker_id)
+        if conn is not None and conn.address == address and not conn.writer.is_closing():
+            return conn
+        self._drop(broker_id)
+        reader, writer = await asyncio.open_connection(*address)
+        conn = self._connections[broker_id] = _Connection(address, reader, writer)
+        return conn
+
+    def _drop(self, broker_id: int) -> None:
+        conn = self._connections.pop(broker_id, None)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    async def close(self) -> None:
+        for broker_id in list(self._connections):
+            self._drop(broker_id)
