@@ -58,6 +58,7 @@ class BrokerProcess:
             cmd += ["--override", f"{k}={v}"]
         self._ready.clear()
         self._lines = []
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed by the reader thread)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
         threading.Thread(target=self._read_stdout, args=(self.proc, log_file), daemon=True).start()

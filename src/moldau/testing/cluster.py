@@ -1,0 +1,167 @@
+"""A Moldau cluster for tests: a ZooKeeper server and N brokers, each a real
+`moldau serve` process, with the faults a test needs: kill -9, SIGTERM, pause
+(SIGSTOP) and resume, restart. For this project's tests and for users testing
+their own Kafka applications:
+
+    with Cluster(tmp_path, brokers=3) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap})
+        cluster.kill(cluster.controller_id())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from moldau.metadata.zookeeper import ZooKeeperStore
+from moldau.testing.process import BrokerProcess, wait_for
+from moldau.testing.zookeeper import ZooKeeperServer
+
+
+class Cluster:
+    def __init__(
+        self,
+        directory: Path,
+        brokers: int = 3,
+        overrides: Mapping[str, str] | None = None,
+        zookeeper: ZooKeeperServer | None = None,
+        chroot: str = "/moldau",
+    ) -> None:
+        self.directory = Path(directory)
+        self._own_zookeeper = zookeeper is None
+        self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper")
+        self.chroot = chroot
+        self.overrides = dict(overrides or {})
+        self.brokers: dict[int, BrokerProcess] = {
+            i: BrokerProcess(self.directory / f"broker-{i}", self._settings(i))
+            for i in range(1, brokers + 1)
+        }
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper.connect + self.chroot
+
+    def _settings(self, broker_id: int) -> dict[str, str]:
+        return {
+            "broker.id": str(broker_id),
+            "zookeeper.connect": self.zookeeper_connect,
+            # Short enough that a killed broker is noticed within seconds.
+            "zookeeper.session.timeout.ms": "2000",
+            **self.overrides,
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        """bootstrap.servers naming every broker that runs."""
+        return ",".join(b.bootstrap for b in self.brokers.values() if self.is_running(b))
+
+    @staticmethod
+    def is_running(b: BrokerProcess) -> bool:
+        return b.proc is not None and b.proc.poll() is None
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        try:
+            if self._own_zookeeper:
+                self.zookeeper.start()
+            for b in self.brokers.values():
+                b.start(timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Kill every broker and, if the cluster started it, ZooKeeper."""
+        for b in self.brokers.values():
+            self._resume(b)
+            b.kill()
+        if self._own_zookeeper:
+            self.zookeeper.stop()
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- faults --------------------------------------------------------------------------
+
+    def kill(self, broker_id: int) -> None:
+        """kill -9 one broker."""
+        self._resume(self.brokers[broker_id])
+        self.brokers[broker_id].kill()
+
+    def stop(self, broker_id: int) -> int:
+        """SIGTERM one broker and wait for its clean shutdown."""
+        return self.brokers[broker_id].stop()
+
+    def restart(self, broker_id: int, timeout: float = 60.0) -> None:
+        """Start a stopped or killed broker again (same port, same data)."""
+        b = self.brokers[broker_id]
+        if self.is_running(b):
+            b.stop()
+        b.start(timeout)
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP: the process stays, but answers nothing, not even ZooKeeper."""
+        os.kill(self.brokers[broker_id].pid, signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        self._resume(self.brokers[broker_id])
+
+    @staticmethod
+    def _resume(b: BrokerProcess) -> None:
+        if Cluster.is_running(b):
+            os.kill(b.pid, signal.SIGCONT)
+
+    # -- what ZooKeeper says -------------------------------------------------------------
+
+    def znode(self, path: str) -> bytes | None:
+        async def read() -> bytes | None:
+            store = ZooKeeperStore(self.zookeeper_connect)
+            await store.start()
+            try:
+                found = await store.get_or_none(path)
+                return None if found is None else found[0]
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+    def controller_id(self) -> int | None:
+        data = self.znode("/controller")
+        return None if data is None else int(json.loads(data)["brokerid"])
+
+    def live_broker_ids(self) -> list[int]:
+        async def read() -> list[int]:
+            store = ZooKeeperStore(self.zookeeper_connect)
+            await store.start()
+            try:
+                if await store.exists("/brokers/ids") is None:
+                    return []
+                return sorted(int(c) for c in await store.get_children("/brokers/ids"))
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+    def wait_for_controller(self, other_than: int | None = None, timeout: float = 30.0) -> int:
+        """The id of the controller once there is one (other than `other_than`)."""
+        found: list[int] = []
+
+        def elected() -> bool:
+            c = self.controller_id()
+            if c is None or c == other_than:
+                return False
+            found.append(c)
+            return True
+
+        if not wait_for(elected, timeout, interval=0.1):
+            raise TimeoutError(f"no controller (other than {other_than}) within {timeout} s")
+        return found[-1]

@@ -1,0 +1,172 @@
+"""Clusters of real `moldau serve` processes on a real ZooKeeper
+(moldau.testing.Cluster): one controller, partitions spread by Kafka's
+assignment, metadata propagated to every broker, clients served by each
+partition's leader, consumer groups whose coordinator lives on any broker, and
+the faults: kill -9 of the controller, a broker paused past its session."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.testing.cluster import Cluster
+from moldau.testing.process import wait_for
+from tests.integration.clients import confluent_consume, create_topic
+
+MakeCluster = Callable[..., Cluster]
+
+
+def produce_to(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    errors: list[object] = []
+    lock = threading.Lock()
+
+    def done(err: object, _msg: object) -> None:
+        if err is not None:
+            with lock:
+                errors.append(err)
+
+    for v in values:
+        p.produce(topic, value=v, partition=partition, on_delivery=done)
+    assert p.flush(30) == 0
+    assert not errors, errors
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=20)
+    return {p: m.leader for p, m in md.topics[topic].partitions.items()}
+
+
+def values(n: int) -> list[bytes]:
+    return [f"v{i}".encode() for i in range(n)]
+
+
+def test_brokers_share_partitions_and_every_broker_knows_the_cluster(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    cluster = make_cluster(3)
+    assert cluster.live_broker_ids() == [1, 2, 3]
+    assert cluster.wait_for_controller() in (1, 2, 3)
+    create_topic(cluster.bootstrap, topic_name, 6)
+    assignment = json.loads(cluster.znode(f"/brokers/topics/{topic_name}") or b"{}")
+    expected = {int(p): r[0] for p, r in assignment["partitions"].items()}
+    assert sorted(expected.values()) == [1, 1, 2, 2, 3, 3]
+
+    # UpdateMetadata reaches every broker, not only the one that took the request.
+    for b in cluster.brokers.values():
+        assert wait_for(lambda b=b: leaders(b.bootstrap, topic_name) == expected, 30)
+        md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(topic_name, timeout=20)
+        assert sorted(md.brokers) == [1, 2, 3]
+
+    for partition in range(6):
+        produce_to(cluster.brokers[3].bootstrap, topic_name, partition, values(30))
+    for partition in range(6):
+        got = confluent_consume(cluster.brokers[1].bootstrap, topic_name, 30, partition)
+        assert [g[3] for g in got] == values(30)
+
+
+def test_more_than_one_replica_is_refused_until_followers_replicate(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    cluster = make_cluster(2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    future = admin.create_topics([NewTopic(topic_name, 1, 2)])[topic_name]
+    with pytest.raises(KafkaException, match="Replication factor 2 is not supported yet"):
+        future.result(timeout=30)
+
+
+def test_a_consumer_group_commits_and_resumes_across_brokers(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    cluster = make_cluster(
+        3, **{"offsets.topic.num.partitions": "6", "group.initial.rebalance.delay.ms": "0"}
+    )
+    create_topic(cluster.bootstrap, topic_name, 3)
+    for partition in range(3):
+        produce_to(cluster.bootstrap, topic_name, partition, values(40))
+    group = f"g-{topic_name}"
+
+    def consume(n: int) -> list[bytes]:
+        c = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe([topic_name])
+        got: list[bytes] = []
+        try:
+            assert wait_for(lambda: _poll_into(c, got) >= n, 60, interval=0)
+            c.commit(asynchronous=False)
+        finally:
+            c.close()
+        return got
+
+    first = consume(60)
+    assert len(first) >= 60
+    rest = consume(120 - len(first))
+    assert sorted(first + rest) == sorted(values(40) * 3)
+
+
+def _poll_into(c: Consumer, got: list[bytes]) -> int:
+    m = c.poll(0.2)
+    if m is not None and not m.error():
+        got.append(m.value())
+    return len(got)
+
+
+def test_the_controller_dies_and_another_takes_over(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    cluster = make_cluster(3)
+    create_topic(cluster.bootstrap, topic_name, 3)
+    for partition in range(3):
+        produce_to(cluster.bootstrap, topic_name, partition, values(20))
+    first = cluster.wait_for_controller()
+    (led,) = [p for p, b in leaders(cluster.bootstrap, topic_name).items() if b == first]
+
+    cluster.kill(first)
+    second = cluster.wait_for_controller(other_than=first)
+    assert second != first
+    # The dead broker's partition has no leader (it had one replica); the others serve.
+    assert wait_for(lambda: leaders(cluster.bootstrap, topic_name)[led] == -1, 30)
+    for p in {0, 1, 2} - {led}:
+        got = confluent_consume(cluster.bootstrap, topic_name, 20, p)
+        assert [g[3] for g in got] == values(20)
+
+    cluster.restart(first)
+    assert wait_for(lambda: leaders(cluster.bootstrap, topic_name)[led] == first, 30)
+    got = confluent_consume(cluster.bootstrap, topic_name, 20, led)
+    assert [g[3] for g in got] == values(20)
+
+
+def test_a_broker_paused_past_its_session_comes_back(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """SIGSTOP longer than zookeeper.session.timeout.ms: ZooKeeper expires the
+    broker's session and the controller takes its partitions offline; after SIGCONT
+    the broker finds its session gone, registers again and leads them again."""
+    cluster = make_cluster(2)
+    create_topic(cluster.bootstrap, topic_name, 2)
+    produce_to(cluster.bootstrap, topic_name, 0, values(10))
+    produce_to(cluster.bootstrap, topic_name, 1, values(10))
+    controller = cluster.wait_for_controller()
+    other = 1 if controller == 2 else 2
+    (led,) = [p for p, b in leaders(cluster.bootstrap, topic_name).items() if b == other]
+
+    cluster.pause(other)
+    assert wait_for(lambda: cluster.live_broker_ids() == [controller], 30)
+    watcher = cluster.brokers[controller].bootstrap
+    assert wait_for(lambda: leaders(watcher, topic_name)[led] == -1, 30)
+    cluster.resume(other)
+    assert wait_for(lambda: cluster.live_broker_ids() == [1, 2], 30)
+    assert wait_for(lambda: leaders(watcher, topic_name)[led] == other, 30)
+    got = confluent_consume(cluster.bootstrap, topic_name, 10, led)
+    assert [g[3] for g in got] == values(10)
