@@ -7,41 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from moldau.metadata.zookeeper import ZooKeeperStore
 from moldau.testing.process import BrokerProcess
-from moldau.testing.zookeeper import ZooKeeperServer
+from moldau.testing.zookeeper import ZooKeeperServer, read_znodes
 from tests.integration.clients import confluent_consume, confluent_produce, create_topic
+from tests.integration.test_serve import serve as serve_cli
 
 SESSION_MS = "2000"
 
 
-def read_znodes(connect: str, paths: list[str]) -> dict[str, bytes | None]:
-    async def body() -> dict[str, bytes | None]:
-        s = ZooKeeperStore(connect)
-        await s.start()
-        try:
-            out: dict[str, bytes | None] = {}
-            for p in paths:
-                found = await s.get_or_none(p)
-                out[p] = None if found is None else found[0]
-            return out
-        finally:
-            await s.close()
-
-    return asyncio.run(body())
-
-
-def serve(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "moldau", "serve", "--host", "127.0.0.1", "--port", "0", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return serve_cli("--host", "127.0.0.1", "--port", "0", *args, timeout=60)
 
 
 def test_metadata_lives_in_zookeeper_and_survives_kill_9(

@@ -117,10 +117,8 @@ class ZooKeeperStore(MetadataStore):
 
     @property
     def session_id(self) -> int:
-        if self._zk is None or self._zk.client_id is None:
-            return 0
-        sid: int = self._zk.client_id[0]
-        return sid
+        credentials = self.credentials
+        return 0 if credentials is None else credentials[0]
 
     @property
     def credentials(self) -> tuple[int, bytes] | None:

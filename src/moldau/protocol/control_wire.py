@@ -321,6 +321,13 @@ def _read_update_metadata(r: Reader) -> UpdateMetadataRequest:
     )
 
 
+def request_topic_ids(request: ControlRequest) -> Mapping[str, UUID]:
+    """The topic ids a request carries: its response names topics by them."""
+    if isinstance(request, LeaderAndIsrRequest | UpdateMetadataRequest):
+        return request.topic_ids
+    return {}
+
+
 # -- responses ------------------------------------------------------------------------
 
 

@@ -164,10 +164,7 @@ class Broker:
             self.servers.append(server)
         if isinstance(self.transport, InProcessTransport):
             self.transport.brokers[self.broker_id] = self
-        # On ZooKeeper, a registration of this id left by a killed process lasts until
-        # its session expires: wait that out rather than fail at once.
-        wait_s = config["zookeeper.session.timeout.ms"] / 1000 if config["zookeeper.connect"] else 0
-        await self._register(wait_s + 1 if wait_s else 0.0)
+        await self._register()
         await self.controller.start()
         try:
             await asyncio.wait_for(self._metadata_ready.wait(), STARTUP_METADATA_TIMEOUT_S)
@@ -176,10 +173,15 @@ class Broker:
         self._start_background_tasks()
         self.started = True
 
-    async def _register(self, wait_s: float = 0.0) -> None:
-        registration = BrokerRegistration(
-            self.broker_id, self.advertised_endpoints(), self.config.rack
+    async def _register(self) -> None:
+        """Register (ephemeral) and watch the registration. On ZooKeeper, one left by
+        this id's killed process lasts until its session expires: wait that out
+        rather than fail at once."""
+        config = self.config
+        wait_s = (
+            config["zookeeper.session.timeout.ms"] / 1000 + 1 if config["zookeeper.connect"] else 0
         )
+        registration = BrokerRegistration(self.broker_id, self.advertised_endpoints(), config.rack)
         self.epoch = await self.client.register_broker(
             registration, self.clock.milliseconds(), wait_s=wait_s
         )
@@ -192,15 +194,14 @@ class Broker:
             self.tasks.spawn(self._check_registration(), "registration")
 
     async def _check_registration(self) -> None:
-        stat = await self.store.exists(broker_path(self.broker_id))
+        path = broker_path(self.broker_id)
+        stat = await self.store.exists(path, self._on_registration_event)
         if stat is not None and stat.ephemeral_owner == self.store.session_id:
-            await self.store.exists(broker_path(self.broker_id), self._on_registration_event)
-            return
+            return  # still ours (a data change, or a reconnect within the session)
         log.warning(
             "broker %d: registration lost with its session; registering again", self.broker_id
         )
-        wait_s = self.config["zookeeper.session.timeout.ms"] / 1000
-        await self._register(wait_s)
+        await self._register()
 
     def _topics_on_disk(self) -> set[str]:
         topics = set()

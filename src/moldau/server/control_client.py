@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from uuid import UUID
 
 from moldau.protocol.control import (
     ControlRequest,
     ControlResponse,
-    LeaderAndIsrRequest,
-    UpdateMetadataRequest,
 )
-from moldau.protocol.control_wire import decode_response, encode_request
+from moldau.protocol.control_wire import decode_response, encode_request, request_topic_ids
 from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
 
 # Where a broker listens, from its registration: (host, port), or None if unknown.
@@ -75,13 +72,8 @@ class NetworkTransport:
         if r.int32() != conn.correlation_id:
             raise ConnectionError(f"broker {broker_id} answered another request")
         r.skip_tagged_fields()  # response header v1
-        topic_ids: dict[str, UUID] = (
-            request.topic_ids
-            if isinstance(request, LeaderAndIsrRequest | UpdateMetadataRequest)
-            else {}
-        )
         try:
-            return decode_response(api_key, version, r, topic_ids)
+            return decode_response(api_key, version, r, request_topic_ids(request))
         except DecodeError as e:
             raise ConnectionError(f"broker {broker_id} sent a malformed response: {e}") from e
 

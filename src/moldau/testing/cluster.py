@@ -10,16 +10,14 @@ their own Kafka applications:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
 
-from moldau.metadata.zookeeper import ZooKeeperStore
 from moldau.testing.process import BrokerProcess, wait_for
-from moldau.testing.zookeeper import ZooKeeperServer
+from moldau.testing.zookeeper import ZooKeeperServer, read_children, read_znodes
 
 
 class Cluster:
@@ -123,33 +121,14 @@ class Cluster:
     # -- what ZooKeeper says -------------------------------------------------------------
 
     def znode(self, path: str) -> bytes | None:
-        async def read() -> bytes | None:
-            store = ZooKeeperStore(self.zookeeper_connect)
-            await store.start()
-            try:
-                found = await store.get_or_none(path)
-                return None if found is None else found[0]
-            finally:
-                await store.close()
-
-        return asyncio.run(read())
+        return read_znodes(self.zookeeper_connect, [path])[path]
 
     def controller_id(self) -> int | None:
         data = self.znode("/controller")
         return None if data is None else int(json.loads(data)["brokerid"])
 
     def live_broker_ids(self) -> list[int]:
-        async def read() -> list[int]:
-            store = ZooKeeperStore(self.zookeeper_connect)
-            await store.start()
-            try:
-                if await store.exists("/brokers/ids") is None:
-                    return []
-                return sorted(int(c) for c in await store.get_children("/brokers/ids"))
-            finally:
-                await store.close()
-
-        return asyncio.run(read())
+        return sorted(int(c) for c in read_children(self.zookeeper_connect, "/brokers/ids"))
 
     def wait_for_controller(self, other_than: int | None = None, timeout: float = 30.0) -> int:
         """The id of the controller once there is one (other than `other_than`)."""

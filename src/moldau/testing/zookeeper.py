@@ -4,6 +4,7 @@ stop, kill -9, pause and resume by PID."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -148,3 +149,36 @@ def expire_session(connect: str, credentials: tuple[int, bytes]) -> None:
         intruder.stop()
     finally:
         intruder.close()
+
+
+def read_znodes(connect: str, paths: list[str]) -> dict[str, bytes | None]:
+    """The data of each path (None where there is no node), read in one session."""
+    from moldau.metadata.zookeeper import ZooKeeperStore
+
+    async def read() -> dict[str, bytes | None]:
+        store = ZooKeeperStore(connect)
+        await store.start()
+        try:
+            found = {p: await store.get_or_none(p) for p in paths}
+        finally:
+            await store.close()
+        return {p: None if f is None else f[0] for p, f in found.items()}
+
+    return asyncio.run(read())
+
+
+def read_children(connect: str, path: str) -> list[str]:
+    """The children of `path`, sorted; none if it does not exist."""
+    from moldau.metadata.zookeeper import ZooKeeperStore
+
+    async def read() -> list[str]:
+        store = ZooKeeperStore(connect)
+        await store.start()
+        try:
+            if await store.exists(path) is None:
+                return []
+            return await store.get_children(path)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())

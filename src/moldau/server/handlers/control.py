@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.protocol.control import LeaderAndIsrRequest, UpdateMetadataRequest
-from moldau.protocol.control_wire import decode_request, encode_response
+from moldau.protocol.control_wire import decode_request, encode_response, request_topic_ids
 from moldau.protocol.wire import Reader
 from moldau.server.request import RawBody, RequestContext, Response
 
@@ -19,9 +18,4 @@ async def handle_control(broker: Broker, ctx: RequestContext) -> Response:
     header = ctx.header
     request = decode_request(header.api_key, header.api_version, Reader(ctx.frame, ctx.body_offset))
     response = await broker.handle_control_request(request)
-    topic_ids = (
-        request.topic_ids
-        if isinstance(request, LeaderAndIsrRequest | UpdateMetadataRequest)
-        else {}
-    )
-    return RawBody([encode_response(response, topic_ids)])
+    return RawBody([encode_response(response, request_topic_ids(request))])
