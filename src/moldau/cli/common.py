@@ -1,6 +1,6 @@
-"""What `moldau topics`, `produce` and `consume` share: the connection flags, the
-`key=value` and properties-file parsing, and one place that turns librdkafka's
-errors into a `CliError` a user can read.
+"""What `moldau topics`, `groups`, `produce` and `consume` share: the connection and
+action flags, the `key=value` and properties-file parsing, and one place that turns
+librdkafka's errors into a `CliError` a user can read.
 
 The tools are built on confluent-kafka (librdkafka), the client users run against
 Kafka. librdkafka keeps retrying an unreachable broker and logs every attempt on
@@ -42,6 +42,52 @@ def add_bootstrap_argument(p: argparse.ArgumentParser, *aliases: str) -> None:
         metavar="HOST:PORT",
         help="the broker(s) to connect to, comma-separated",
     )
+
+
+def add_action_arguments(p: argparse.ArgumentParser, actions: Iterable[str]) -> None:
+    """An admin tool's ACTION, given as a word or, as Kafka's tools take it, as a flag
+    (`create` or `--create`); and its `--command-config`."""
+    actions = tuple(actions)
+    p.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="a properties file of admin client settings (librdkafka names)",
+    )
+    p.add_argument("action", nargs="?", choices=actions, metavar="ACTION", help=", ".join(actions))
+    for action in actions:
+        p.add_argument(
+            f"--{action}",
+            dest="action_flags",
+            action="append_const",
+            const=action,
+            help=f"the same as the {action} ACTION",
+        )
+
+
+def chosen_action(args: argparse.Namespace, actions: Iterable[str]) -> str:
+    """The one action asked for, whether as a word or as a flag."""
+    chosen = ([args.action] if args.action else []) + list(args.action_flags or [])
+    if len(set(chosen)) != 1:
+        actions = tuple(actions)
+        words = ", ".join(actions[:-1]) + f" or {actions[-1]}"
+        flags = ", ".join(f"--{a}" for a in actions)
+        raise CliError(f"exactly one action is needed: {words} (or {flags})")
+    return str(chosen[0])
+
+
+def flag_name(dest: str) -> str:
+    """The command-line flag of an argparse destination: `all_groups` -> `--all-groups`."""
+    return "--" + dest.replace("_", "-")
+
+
+def check_valid_with(
+    args: argparse.Namespace, action: str, valid_with: Mapping[str, Iterable[str]]
+) -> None:
+    """Refuse an option given with an action it means nothing to."""
+    for dest, valid in valid_with.items():
+        if getattr(args, dest) not in (None, False, []) and action not in valid:
+            raise CliError(f"{flag_name(dest)} is only valid with {' or '.join(sorted(valid))}")
 
 
 def parse_key_values(items: Iterable[str], flag: str) -> dict[str, str]:

@@ -20,7 +20,6 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import (
@@ -43,10 +42,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from moldau.cli.common import (
     TIMEOUT_S,
     BrokerWatch,
+    add_action_arguments,
     add_bootstrap_argument,
+    check_valid_with,
+    chosen_action,
     client_config,
     error_text,
     fetch_metadata,
+    flag_name,
     kafka_error,
     make_client,
     read_config_file,
@@ -123,21 +126,7 @@ def add_parser(sub: Any) -> None:
         "as kafka-consumer-groups.sh.",
     )
     add_bootstrap_argument(p)
-    p.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="FILE",
-        help="a properties file of admin client settings (librdkafka names)",
-    )
-    p.add_argument("action", nargs="?", choices=ACTIONS, metavar="ACTION", help=", ".join(ACTIONS))
-    for action in ACTIONS:
-        p.add_argument(
-            f"--{action}",
-            dest="action_flags",
-            action="append_const",
-            const=action,
-            help=f"the same as the {action} ACTION",
-        )
+    add_action_arguments(p, ACTIONS)
     p.add_argument("--group", action="append", default=[], help="the consumer group (repeatable)")
     p.add_argument(
         "--all-groups", action="store_true", help="describe, delete or reset every group"
@@ -197,7 +186,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    action = _action(args)
+    action = chosen_action(args, ACTIONS)
     _check_options(args, action)
     command = GroupCommand(args)
     if action == "list":
@@ -209,25 +198,8 @@ def run(args: argparse.Namespace) -> int:
     return command.reset_offsets()
 
 
-def _action(args: argparse.Namespace) -> str:
-    chosen = ([args.action] if args.action else []) + list(args.action_flags or [])
-    if len(set(chosen)) != 1:
-        raise CliError(
-            "exactly one action is needed: list, describe, delete or reset-offsets "
-            "(or --list, --describe, --delete, --reset-offsets)"
-        )
-    return str(chosen[0])
-
-
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def _check_options(args: argparse.Namespace, action: str) -> None:
-    for dest, valid in _VALID_WITH.items():
-        value = getattr(args, dest)
-        if value not in (None, False, []) and action not in valid:
-            raise CliError(f"{_flag(dest)} is only valid with {' or '.join(sorted(valid))}")
+    check_valid_with(args, action, _VALID_WITH)
     if args.group and args.all_groups:
         raise CliError("--group and --all-groups cannot be used together")
     if action in ("describe", "delete", "reset-offsets") and not (args.group or args.all_groups):
@@ -245,8 +217,8 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
         if len(chosen) != 1:
             raise CliError(
                 "reset-offsets needs exactly one of "
-                + ", ".join(_flag(dest) for dest in SCENARIOS)
-                + (f" (got {', '.join(_flag(dest) for dest in chosen)})" if chosen else "")
+                + ", ".join(flag_name(dest) for dest in SCENARIOS)
+                + (f" (got {', '.join(flag_name(dest) for dest in chosen)})" if chosen else "")
             )
         if args.dry_run and args.execute:
             raise CliError("reset-offsets takes one of --dry-run and --execute, not both")

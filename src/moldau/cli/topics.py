@@ -13,7 +13,6 @@ import argparse
 import base64
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -33,7 +32,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from moldau.cli.common import (
     TIMEOUT_S,
     BrokerWatch,
+    add_action_arguments,
     add_bootstrap_argument,
+    check_valid_with,
+    chosen_action,
     client_config,
     error_text,
     fetch_metadata,
@@ -79,21 +81,7 @@ def add_parser(sub: Any) -> None:
         description="Create, list, describe, alter and delete topics, as kafka-topics.sh.",
     )
     add_bootstrap_argument(p)
-    p.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="FILE",
-        help="a properties file of admin client settings (librdkafka names)",
-    )
-    p.add_argument("action", nargs="?", choices=ACTIONS, metavar="ACTION", help=", ".join(ACTIONS))
-    for action in ACTIONS:
-        p.add_argument(
-            f"--{action}",
-            dest="action_flags",
-            action="append_const",
-            const=action,
-            help=f"the same as the {action} ACTION",
-        )
+    add_action_arguments(p, ACTIONS)
     p.add_argument(
         "--topic", help="the topic; a regular expression, except with create (e.g. 'orders.*')"
     )
@@ -140,7 +128,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    action = _action(args)
+    action = chosen_action(args, ACTIONS)
     _check_options(args, action)
     command = TopicCommand(args)
     if action == "create":
@@ -154,22 +142,8 @@ def run(args: argparse.Namespace) -> int:
     return command.delete()
 
 
-def _action(args: argparse.Namespace) -> str:
-    chosen = ([args.action] if args.action else []) + list(args.action_flags or [])
-    if len(set(chosen)) != 1:
-        raise CliError(
-            "exactly one action is needed: create, list, describe, alter or delete "
-            "(or --create, --list, --describe, --alter, --delete)"
-        )
-    return str(chosen[0])
-
-
 def _check_options(args: argparse.Namespace, action: str) -> None:
-    for dest, valid in _VALID_WITH.items():
-        value = getattr(args, dest)
-        if value not in (None, False, []) and action not in valid:
-            flag = "--" + dest.replace("_", "-")
-            raise CliError(f"{flag} is only valid with {' or '.join(sorted(valid))}")
+    check_valid_with(args, action, _VALID_WITH)
     if action in ("create", "alter", "delete") and not args.topic:
         raise CliError(f"--topic is required for {action}")
     if args.partitions is not None and args.partitions < 1:
