@@ -83,28 +83,19 @@ def test_sequence_gaps_duplicates_and_old_epochs_on_the_wire(
 ) -> None:
     create_topic(bootstrap, topic_name)
     with WireClient(bootstrap) as c:
-        init = c.request(
-            rq.request(
-                22,
-                4,
-                transactional_id=None,
-                transaction_timeout=60000,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-        )
+
+        def init_producer_id():  # type: ignore[no-untyped-def]
+            return c.request(
+                rq.request(
+                    22, 4, transactional_id=None, transaction_timeout=60000,
+                    producer_id=-1, producer_epoch=-1,
+                )
+            )  # fmt: skip
+
+        init = init_producer_id()
         assert init.error_code == ErrorCode.none
         pid = init.producer_id
-        other = c.request(
-            rq.request(
-                22,
-                4,
-                transactional_id=None,
-                transaction_timeout=60000,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-        )
+        other = init_producer_id()
         assert other.producer_id != pid
 
         def send(seq: int, epoch: int = 0, n: int = 2) -> tuple[int, int]:
