@@ -181,22 +181,21 @@ class InitialDelayedJoin(DelayedJoin):
 
 
 class DelayedHeartbeat(DelayedOperation):
-    """Expires a member that has not been heard from within its session timeout."""
+    """Expires a member that has not been heard from within its session timeout.
+    Keyed, as in Kafka, by member id: a static member that rejoins under a new id is
+    the same object, and its old id's timer must not expire it."""
 
     def __init__(
-        self,
-        coordinator: GroupCoordinator,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        delay_ms: int,
+        self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, delay_ms: int
     ) -> None:
         super().__init__(delay_ms)
         self.coordinator = coordinator
         self.group = group
-        self.member = member
+        self.member_id = member_id
 
     def try_complete(self) -> bool:
-        if self.member.heartbeat_satisfied:
+        member = self.group.members.get(self.member_id)
+        if member is None or member.heartbeat_satisfied:
             return self.force_complete()
         return False
 
@@ -204,7 +203,7 @@ class DelayedHeartbeat(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:
-        self.coordinator._on_heartbeat_expired(self.group, self.member)
+        self.coordinator._on_heartbeat_expired(self.group, self.member_id)
 
 
 class GroupCoordinator:
@@ -427,8 +426,16 @@ class GroupCoordinator:
         old.awaiting_join = old.awaiting_sync = None
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
         member.client_id, member.client_host = req.client_id, req.client_host
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        # The old id's session timer goes (its member id is no longer in the group).
+        self.heartbeat_purgatory.check_and_complete((group.group_id, old_id))
         if group.state == GroupState.STABLE and member.matches(req.protocols):
             self._complete_and_schedule_next_heartbeat(group, member)
+            # The new id is stored, so that a coordinator that loads the group after
+            # a move or restart does not fence it (Kafka stores the group here too).
+            assignments = {m.member_id: m.assignment for m in group.members.values()}
+            self._tasks.spawn(self._store_group(group, assignments), f"store-{group.group_id}")
             return self._join_result(group, member)
         return await self._update_member_and_rebalance(group, member, req)
 
@@ -565,7 +572,7 @@ class GroupCoordinator:
     ) -> None:
         member.heartbeat_satisfied = False
         delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        op = DelayedHeartbeat(self, group, member, delay)
+        op = DelayedHeartbeat(self, group, member.member_id, delay)
         self.heartbeat_purgatory.try_complete_else_watch(op, [(group.group_id, member.member_id)])
 
     def _complete_and_schedule_next_heartbeat(
@@ -575,8 +582,13 @@ class GroupCoordinator:
         self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
         self._schedule_heartbeat(group, member)
 
-    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        if group.members.get(member.member_id) is not member or member.heartbeat_satisfied:
+    def _on_heartbeat_expired(self, group: GroupMetadata, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if (
+            member is None
+            or member.heartbeat_satisfied
+            or self.groups.get(group.group_id) is not group
+        ):
             return
         if member.awaiting_join is not None and group.state == GroupState.PREPARING_REBALANCE:
             return  # it has rejoined; the rebalance timeout governs it now
