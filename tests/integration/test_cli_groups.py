@@ -206,6 +206,12 @@ def test_reset_offsets_dry_run_changes_nothing_and_execute_commits(
     reset("--topic", f"{topic}:0", "--to-current", "--execute")
     assert committed(groups_bootstrap, group, topic) == [2, 2]
 
+    # 0 is an offset and a shift like any other.
+    reset("--topic", topic, "--to-offset", "0", "--execute")
+    assert committed(groups_bootstrap, group, topic) == [0, 0]
+    reset("--topic", topic, "--shift-by", "0", "--execute")
+    assert committed(groups_bootstrap, group, topic) == [0, 0]
+
 
 # -- delete -----------------------------------------------------------------------
 
@@ -327,6 +333,7 @@ def test_console_consumers_of_one_group_share_the_partitions(
         ("reset-offsets --group {new} --topic {topic} --shift-by 1 --dry-run",
          "no current committed offset"),
         ("describe --group {new}", "does not exist"),
+        ("describe --group g --to-offset 0", "--to-offset is only valid with reset-offsets"),
         ("delete --group {new}", "does not exist"),
     ],
 )  # fmt: skip

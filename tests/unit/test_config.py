@@ -77,3 +77,9 @@ def test_describe_reports_sources_and_synonyms() -> None:
     ]
     assert described["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG
     assert described["cleanup.policy"].value == "delete"
+
+
+def test_properties_files_are_read_as_java_reads_them_iso_8859_1(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"# caf\xe9 settings\nbroker.rack=r\xe9gion-1\nnum.partitions=3\n")
+    assert read_properties(path) == {"broker.rack": "région-1", "num.partitions": "3"}

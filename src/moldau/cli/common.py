@@ -81,12 +81,17 @@ def flag_name(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+def given(value: object) -> bool:
+    """Whether an option was given: 0 is a value (`--to-offset 0`), not an absence."""
+    return value is not None and value is not False and value != []
+
+
 def check_valid_with(
     args: argparse.Namespace, action: str, valid_with: Mapping[str, Iterable[str]]
 ) -> None:
     """Refuse an option given with an action it means nothing to."""
     for dest, valid in valid_with.items():
-        if getattr(args, dest) not in (None, False, []) and action not in valid:
+        if given(getattr(args, dest)) and action not in valid:
             raise CliError(f"{flag_name(dest)} is only valid with {' or '.join(sorted(valid))}")
 
 

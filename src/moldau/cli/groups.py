@@ -50,6 +50,7 @@ from moldau.cli.common import (
     error_text,
     fetch_metadata,
     flag_name,
+    given,
     kafka_error,
     make_client,
     read_config_file,
@@ -213,7 +214,7 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
         if args.state:
             raise CliError("describe does not take a value for --state")
     if action == "reset-offsets":
-        chosen = [dest for dest in SCENARIOS if getattr(args, dest) not in (None, False)]
+        chosen = [dest for dest in SCENARIOS if given(getattr(args, dest))]
         if len(chosen) != 1:
             raise CliError(
                 "reset-offsets needs exactly one of "
@@ -542,7 +543,7 @@ class GroupCommand:
         groups = self._groups()
         if not groups:
             print("Deletion of requested consumer groups () was successful.")
-            return 0
+            return self.exit_code
         futures = self._call(self.admin.delete_consumer_groups, groups, request_timeout=TIMEOUT_S)
         deleted: list[str] = []
         failures: list[str] = []

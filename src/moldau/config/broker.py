@@ -240,7 +240,8 @@ def read_properties(path: Path) -> dict[str, str]:
     # and ! comments, backslash line continuations."""
     props: dict[str, str] = {}
     pending = ""
-    for raw_line in path.read_text().splitlines():
+    # ISO-8859-1, as java.util.Properties reads a stream: every byte is a character.
+    for raw_line in path.read_text(encoding="latin-1").splitlines():
         line = pending + raw_line.strip()
         pending = ""
         if not line or line[0] in "#!":
