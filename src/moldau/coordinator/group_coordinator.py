@@ -17,9 +17,10 @@ timer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.clock import Clock
@@ -678,17 +679,24 @@ class GroupCoordinator:
         if member_id == group.leader_id:
             full = {m: assignments.get(m, b"") for m in group.members}
             generation = group.generation_id
-            error = await self._store_group(group, full)
-            if group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == generation:
+
+            def stored(error: ErrorCode) -> None:
+                if (
+                    group.state != GroupState.COMPLETING_REBALANCE
+                    or group.generation_id != generation
+                ):
+                    return
                 if error != ErrorCode.none:
                     self._reset_and_propagate_assignment_error(group, error)
                     self._maybe_prepare_rebalance(group)
-                else:
-                    for mid, assignment in full.items():
-                        group.members[mid].assignment = assignment
-                    self._propagate_assignment(group)
-                    group.transition_to(GroupState.STABLE, self._now())
-                    log.info("group %s: stable in generation %d", group_id, generation)
+                    return
+                for mid, assignment in full.items():
+                    group.members[mid].assignment = assignment
+                self._propagate_assignment(group)
+                group.transition_to(GroupState.STABLE, self._now())
+                log.info("group %s: stable in generation %d", group_id, generation)
+
+            await self._store_group(group, full, stored)
         return await future
 
     def _propagate_assignment(self, group: GroupMetadata) -> None:
@@ -767,9 +775,17 @@ class GroupCoordinator:
                     (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None)
                     for tp in group.offsets
                 ]
-                results[group_id] = await self._append(group_id, tombstones)
-                self.groups.pop(group_id, None)
+                results[group_id] = await self._append(
+                    group_id, tombstones, functools.partial(self._forget, group_id)
+                )
         return results
+
+    def _forget(self, group_id: str, _: ErrorCode) -> None:
+        """Drop a deleted group, once its tombstones are written (or failed: it is Dead
+        either way, as in Kafka)."""
+        group = self.groups.get(group_id)
+        if group is not None and group.state == GroupState.DEAD:
+            del self.groups[group_id]
 
     async def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -793,17 +809,22 @@ class GroupCoordinator:
                 if tp in group.offsets:
                     doomed.append(tp)
         if doomed:
+
+            def deleted(code: ErrorCode) -> None:
+                if code == ErrorCode.none:
+                    for tp in doomed:
+                        group.offsets.pop(tp, None)
+
             code = await self._append(
                 group_id,
                 [
                     (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None)
                     for tp in doomed
                 ],
+                deleted,
             )
             if code != ErrorCode.none:
                 return code, {}
-            for tp in doomed:
-                group.offsets.pop(tp, None)
         return ErrorCode.none, results
 
     # -- offsets -------------------------------------------------------------------------
@@ -858,9 +879,12 @@ class GroupCoordinator:
                 )
             )
         if records:
-            code = await self._append(group_id, records)
-            if code == ErrorCode.none:
-                group.offsets.update(accepted)
+
+            def committed(code: ErrorCode) -> None:
+                if code == ErrorCode.none:
+                    group.offsets.update(accepted)
+
+            code = await self._append(group_id, records, committed)
             for tp in accepted:
                 results[tp] = code
         return results
@@ -936,7 +960,10 @@ class GroupCoordinator:
     # -- writing to __consumer_offsets ---------------------------------------------------
 
     async def _store_group(
-        self, group: GroupMetadata, assignments: Mapping[str, bytes]
+        self,
+        group: GroupMetadata,
+        assignments: Mapping[str, bytes],
+        on_written: Callable[[ErrorCode], None] | None = None,
     ) -> ErrorCode:
         protocol = group.protocol_name
         value = GroupMetadataValue(
@@ -956,24 +983,36 @@ class GroupCoordinator:
             ),
         )  # fmt: skip
         return await self._append(
-            group.group_id, [(encode_group_key(group.group_id), encode_group_value(value))]
+            group.group_id,
+            [(encode_group_key(group.group_id), encode_group_value(value))],
+            on_written,
         )
 
     async def _append(
-        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]
+        self,
+        group_id: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        on_written: Callable[[ErrorCode], None] | None = None,
     ) -> ErrorCode:
+        """Append to the group's offsets partition. `on_written` applies the result to
+        the coordinator's state when the append completes, as Kafka's cache callback
+        does: it runs even if the request that asked has gone (its client hung up and
+        its task was cancelled), so the log and the state never disagree."""
         batch = build_batch(records, timestamp=self._now())
         tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))
         future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
 
         def done(responses: Mapping[TopicPartition, ProducePartitionResponse]) -> None:
+            code = _commit_error(ErrorCode(responses[tp].error_code))
+            if on_written is not None:
+                on_written(code)
             if not future.done():
-                future.set_result(ErrorCode(responses[tp].error_code))
+                future.set_result(code)
 
         self.replica_manager.append_records(
             -1, self.config.commit_timeout_ms, {tp: memoryview(batch)}, done
         )
-        return _commit_error(await future)
+        return await future
 
 
 def _complete(future: asyncio.Future[object] | None, value: object) -> None:
