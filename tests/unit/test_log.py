@@ -156,6 +156,23 @@ def test_segments_roll_by_size_and_reads_cross_them(tmp_path: Path, clock: FakeC
     assert all_records(log) == list(range(40))
 
 
+def test_read_batches_stops_at_max_batches_across_segments(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock, segment_bytes=1000)
+    for _ in range(20):
+        log.append_as_leader(batch(2, 1, size=100), 0)
+    # Loading a log step by step: each step reads only what it asked for.
+    offsets: list[int] = []
+    position = 0
+    while position < log.log_end_offset:
+        step = log.read_batches(position, log.log_end_offset, max_batches=3)
+        assert 1 <= len(step) <= 3
+        offsets += [r.offset for b in step for r in iter_records(b)]
+        position = offsets[-1] + 1
+    assert offsets == list(range(40))
+
+
 def test_segments_roll_by_age_of_record_timestamps(tmp_path: Path, clock: FakeClock) -> None:
     log = open_log(tmp_path, clock, segment_ms=1000)
     t0 = clock.milliseconds()

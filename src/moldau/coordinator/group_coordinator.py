@@ -269,14 +269,22 @@ class GroupCoordinator:
             _complete(member.awaiting_join, JoinResult(ErrorCode.not_coordinator, member.member_id))
             _complete(member.awaiting_sync, SyncResult(ErrorCode.not_coordinator))
             member.awaiting_join = member.awaiting_sync = None
+        # Dead, so that its pending timers (joins, sessions) find nothing to do.
+        group.transition_to(GroupState.DEAD, self._now())
         self.groups.pop(group.group_id, None)
 
     async def _load(self, partition: int) -> None:
         """Rebuild the groups of one offsets partition from its log."""
+        try:
+            await self._load_groups(partition)
+        finally:
+            # Even a load that failed must not leave the partition "loading" for good.
+            self.loading.discard(partition)
+
+    async def _load_groups(self, partition: int) -> None:
         tp = TopicPartition(CONSUMER_OFFSETS, partition)
         p = self.replica_manager.get_partition(tp)
         if p is None or p.log is None:
-            self.loading.discard(partition)
             return
         lg = p.log
         position = lg.log_start_offset
@@ -284,7 +292,7 @@ class GroupCoordinator:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, GroupMetadataValue | None] = {}
         while position < end:
-            batches = lg.read_batches(position, end)[:_LOAD_BATCHES_PER_STEP]
+            batches = lg.read_batches(position, end, _LOAD_BATCHES_PER_STEP)
             if not batches:
                 break
             for batch in batches:
@@ -317,7 +325,6 @@ class GroupCoordinator:
             group.offsets = group_offsets
             self.groups[group_id] = group
             loaded += 1
-        self.loading.discard(partition)
         if loaded:
             log.info("loaded %d groups from %s", loaded, tp)
 
@@ -510,6 +517,8 @@ class GroupCoordinator:
         self.join_purgatory.try_complete_else_watch(op, [group.group_id])
 
     def _on_complete_join(self, group: GroupMetadata) -> None:
+        if self.groups.get(group.group_id) is not group:
+            return  # unloaded or deleted meanwhile
         for member in [m for m in group.members.values() if m.awaiting_join is None]:
             if member.group_instance_id is None:
                 log.info("group %s: member %s did not rejoin", group.group_id, member.member_id)

@@ -262,9 +262,13 @@ class Broker:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_ms / 1000)
-                result = fn()
-                if asyncio.iscoroutine(result):
-                    await result
+                try:
+                    result = fn()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:
+                    # One failed round must not stop the chore for the broker's lifetime.
+                    log.exception("broker %d: %s failed", self.broker_id, name)
 
         self.tasks.spawn(loop(), name)
 

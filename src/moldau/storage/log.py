@@ -464,9 +464,11 @@ class Log:
             return segment, batch.position
         return segment, batch.position
 
-    def read_batches(self, start_offset: int, max_offset: int) -> list[bytes]:
-        """Whole batches in [start_offset, max_offset), as bytes (for features that need
-        record contents; not for the fetch path)."""
+    def read_batches(
+        self, start_offset: int, max_offset: int, max_batches: int | None = None
+    ) -> list[bytes]:
+        """Whole batches in [start_offset, max_offset), at most `max_batches`, as bytes
+        (for features that need record contents; not for the fetch path)."""
         out: list[bytes] = []
         for segment in self.segments[self._segment_for(start_offset) :]:
             if segment.base_offset >= max_offset:
@@ -475,7 +477,7 @@ class Log:
             for batch in segment.batches_from(position):
                 if batch.last_offset < start_offset:
                     continue
-                if batch.base_offset >= max_offset:
+                if batch.base_offset >= max_offset or len(out) == max_batches:
                     return out
                 out.append(segment.read_bytes(batch.position, batch.size))
         return out
