@@ -230,3 +230,18 @@ def test_an_unreachable_zookeeper_is_one_clear_error() -> None:
             await s.start()
 
     run(body)
+
+
+def test_concurrent_producer_id_requests_share_one_claimed_block(sessions: Sessions) -> None:
+    from moldau.coordinator.producer_ids import ProducerIdManager
+
+    async def body() -> None:
+        s = await started(sessions())
+        try:
+            manager = ProducerIdManager(1, s)
+            ids = await asyncio.gather(*(manager.generate() for _ in range(20)))
+            assert sorted(ids) == list(range(20))
+        finally:
+            await s.close()
+
+    run(body)

@@ -5,6 +5,7 @@ brokers and restarts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from moldau.metadata import znodes as z
@@ -20,13 +21,16 @@ class ProducerIdManager:
         self.store = store
         self._next = 0
         self._end = -1  # inclusive end of the current block
+        # One claim at a time: concurrent callers share the block it brings.
+        self._claiming = asyncio.Lock()
 
     async def generate(self) -> int:
-        if self._next > self._end:
-            await self._claim_block()
-        pid = self._next
-        self._next += 1
-        return pid
+        async with self._claiming:
+            if self._next > self._end:
+                await self._claim_block()
+            pid = self._next
+            self._next += 1
+            return pid
 
     async def _claim_block(self) -> None:
         for _ in range(_MAX_ATTEMPTS):
