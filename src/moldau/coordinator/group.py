@@ -53,9 +53,6 @@ class MemberMetadata:
     # The pending JoinGroup / SyncGroup response, while the member waits for one.
     awaiting_join: asyncio.Future[Any] | None = None
     awaiting_sync: asyncio.Future[Any] | None = None
-    is_new: bool = False
-    # Monotonic ms of the last heartbeat (or join/sync), for the session timeout.
-    last_heard_ms: int = 0
     heartbeat_satisfied: bool = False
 
     def metadata_for(self, protocol: str) -> bytes:
@@ -88,9 +85,6 @@ class GroupMetadata:
     current_state_timestamp_ms: int = -1
     # committed offsets: partition -> OffsetAndMetadata
     offsets: dict[TopicPartition, Any] = field(default_factory=dict)
-
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:

@@ -454,7 +454,7 @@ class GroupCoordinator:
         member = MemberMetadata(
             member_id, req.group_instance_id, req.client_id, req.client_host,
             req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
-            req.protocols, awaiting_join=future, is_new=True,
+            req.protocols, awaiting_join=future,
         )  # fmt: skip
         group.add(member)
         # Only a new group's first rebalance is stretched for members still arriving
@@ -538,7 +538,6 @@ class GroupCoordinator:
             result = self._join_result(group, member)
             _complete(member.awaiting_join, result)
             member.awaiting_join = None
-            member.is_new = False
             self._complete_and_schedule_next_heartbeat(group, member)
 
     def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
@@ -779,10 +778,9 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode.non_empty_group
             else:
                 group.transition_to(GroupState.DEAD, self._now())
-                tombstones: list[tuple[bytes, bytes | None]] = [(encode_group_key(group_id), None)]
-                tombstones += [
-                    (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None)
-                    for tp in group.offsets
+                tombstones = [
+                    (encode_group_key(group_id), None),
+                    *_offset_tombstones(group_id, group.offsets),
                 ]
                 results[group_id] = await self._append(
                     group_id, tombstones, functools.partial(self._forget, group_id)
@@ -824,14 +822,7 @@ class GroupCoordinator:
                     for tp in doomed:
                         group.offsets.pop(tp, None)
 
-            code = await self._append(
-                group_id,
-                [
-                    (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None)
-                    for tp in doomed
-                ],
-                deleted,
-            )
+            code = await self._append(group_id, _offset_tombstones(group_id, doomed), deleted)
             if code != ErrorCode.none:
                 return code, {}
         return ErrorCode.none, results
@@ -942,10 +933,7 @@ class GroupCoordinator:
                         tp for tp, o in group.offsets.items()
                         if tp.topic not in subscribed and now - o.commit_timestamp_ms >= retention
                     ]  # fmt: skip
-            tombstones: list[tuple[bytes, bytes | None]] = [
-                (encode_offset_key(OffsetKey(group.group_id, tp.topic, tp.partition)), None)
-                for tp in expired
-            ]
+            tombstones = _offset_tombstones(group.group_id, expired)
             for tp in expired:
                 del group.offsets[tp]
             if group.state == GroupState.EMPTY and not group.offsets and not group.members:
@@ -1022,6 +1010,15 @@ class GroupCoordinator:
             -1, self.config.commit_timeout_ms, {tp: memoryview(batch)}, done
         )
         return await future
+
+
+def _offset_tombstones(
+    group_id: str, partitions: Iterable[TopicPartition]
+) -> list[tuple[bytes, bytes | None]]:
+    """Records that delete the group's committed offsets of these partitions."""
+    return [
+        (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None) for tp in partitions
+    ]
 
 
 def _complete(future: asyncio.Future[object] | None, value: object) -> None:
