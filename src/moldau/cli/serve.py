@@ -98,8 +98,23 @@ async def _serve(config: Any) -> int:
                 f"(cluster {b.cluster_id}, data in {', '.join(map(str, config.log_dirs))})",
                 flush=True,
             )
-        await stop.wait()
+        failure = await _wait_for_stop(stop, cluster.brokers)
     finally:
         await cluster.shutdown()
+    if failure is not None:
+        raise CliError(failure)
     logging.getLogger("moldau").info("shut down cleanly")
     return 0
+
+
+async def _wait_for_stop(stop: asyncio.Event, brokers: list[Any]) -> str | None:
+    """Until a signal asks to stop (None) or a broker must stop by itself, e.g.
+    with every log directory failed (its reason)."""
+    waits = [asyncio.ensure_future(stop.wait())]
+    waits += [asyncio.ensure_future(b.failed.wait()) for b in brokers]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    return next((b.failure for b in brokers if b.failure is not None), None)

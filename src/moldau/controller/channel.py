@@ -140,6 +140,8 @@ class ControllerBrokerRequestBatch:
         default_factory=dict
     )
     stop_replica_callbacks: dict[int, Callback] = field(default_factory=dict)
+    # Hears every LeaderAndIsr response (the controller learns of offline log dirs).
+    leader_and_isr_callback: Callback | None = None
     update_metadata_brokers: set[int] = field(default_factory=set)
     update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState] = field(
         default_factory=dict
@@ -209,7 +211,7 @@ class ControllerBrokerRequestBatch:
                 li.isr,
                 li.partition_epoch,
                 tuple(replicas),
-                tuple(r for r in replicas if not ctx.is_replica_online(r)),
+                tuple(r for r in replicas if not ctx.is_replica_online(r, tp)),
             )
 
     def send(self) -> None:
@@ -230,6 +232,7 @@ class ControllerBrokerRequestBatch:
                     {t: ctx.topic_ids[t] for t in topics if t in ctx.topic_ids},
                     live_leaders,
                 ),
+                self.leader_and_isr_callback,
             )
         if self.update_metadata_brokers:
             brokers = tuple(

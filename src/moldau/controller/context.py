@@ -32,6 +32,9 @@ class ControllerContext:
     replica_states: dict[PartitionReplica, ReplicaState] = field(default_factory=dict)
     topics_to_be_deleted: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    # broker -> its replicas whose log directory failed (KIP-112), as its
+    # LeaderAndIsr responses said; cleared when the broker restarts
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.__init__()  # type: ignore[misc]
@@ -46,8 +49,11 @@ class ControllerContext:
     def live_or_shutting_down_broker_ids(self) -> set[int]:
         return set(self.live_brokers)
 
-    def is_replica_online(self, broker_id: int) -> bool:
-        return broker_id in self.live_brokers
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Its broker is alive and its log directory is not offline."""
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(
+            broker_id, ()
+        )
 
     # -- topics and partitions -----------------------------------------------------------
 
@@ -70,6 +76,14 @@ class ControllerContext:
             PartitionReplica(tp, r) for tp in self.partitions_for_topic(topic)
             for r in self.assignments[tp]
         ]  # fmt: skip
+
+    def partitions_with_offline_leader(self) -> list[TopicPartition]:
+        return sorted(
+            tp
+            for tp, s in self.leadership.items()
+            if not self.is_replica_online(s.leader_and_isr.leader, tp)
+            and not self.is_topic_queued_for_deletion(tp.topic)
+        )
 
     def partitions_led_by(self, broker_ids: set[int]) -> list[TopicPartition]:
         return sorted(

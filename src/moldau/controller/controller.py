@@ -23,6 +23,8 @@ from moldau.controller.events import (
     BrokerChange,
     ControllerChange,
     ControllerEvent,
+    LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
     PartitionModifications,
     Startup,
     TopicChange,
@@ -34,7 +36,8 @@ from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
 from moldau.metadata.client import ControllerMovedError, MetadataClient
 from moldau.metadata.store import WatchedEvent
-from moldau.protocol.control import ControlResponse, StopReplicaResponse
+from moldau.protocol.control import ControlResponse, LeaderAndIsrResponse, StopReplicaResponse
+from moldau.protocol.errors import ErrorCode
 from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
 
@@ -62,6 +65,7 @@ class Controller:
             self.ctx, client, self.batch, unclean_election_enabled
         )
         self.replica_sm = ReplicaStateMachine(self.ctx, client, self.batch)
+        self.batch.leader_and_isr_callback = self._on_leader_and_isr_response
         self.active_controller_id: int | None = None
         self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self._tasks = TaskOwner("controller")
@@ -118,6 +122,10 @@ class Controller:
             await self._process_topic_deletion()
         elif isinstance(event, TopicDeletionStopReplicaResponseReceived):
             await self._process_stop_replica_response(event.broker_id, event.response)
+        elif isinstance(event, LogDirEventNotification):
+            await self._process_log_dir_events()
+        elif isinstance(event, LeaderAndIsrResponseReceived):
+            await self._process_leader_and_isr_response(event.broker_id, event.response)
 
     # -- watches (they only enqueue) -----------------------------------------------------
 
@@ -132,6 +140,13 @@ class Controller:
 
     def _on_delete_topics(self, _: WatchedEvent) -> None:
         self.enqueue(TopicDeletion())
+
+    def _on_log_dir_events(self, _: WatchedEvent) -> None:
+        self.enqueue(LogDirEventNotification())
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: ControlResponse) -> None:
+        assert isinstance(response, LeaderAndIsrResponse)
+        self.enqueue(LeaderAndIsrResponseReceived(broker_id, response))
 
     def _topic_watch(self, topic: str) -> Callable[[WatchedEvent], None]:
         watch = self._topic_watches.get(topic)
@@ -194,6 +209,10 @@ class Controller:
         ctx.leadership = await self.client.get_partition_states(ctx.all_partitions())
         to_delete = await self.client.get_topics_to_delete(self._on_delete_topics)
         self._queue_deletions(to_delete)
+        # Notifications from before this controller are dropped, as Kafka does: the
+        # LeaderAndIsr requests of the failover tell it which replicas are offline.
+        stale = await self.client.get_log_dir_events(self._on_log_dir_events)
+        await self.client.delete_log_dir_events(sorted(stale), ctx.epoch_zk_version)
         # Every broker learns the whole cluster first.
         self.batch.add_update_metadata(ctx.live_broker_ids, ctx.all_partitions())
         self.batch.send()
@@ -244,6 +263,8 @@ class Controller:
 
     async def _on_broker_startup(self, new: set[int]) -> None:
         ctx = self.ctx
+        for b in new:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         self.batch.add_update_metadata(ctx.live_broker_ids - new, [])
         self.batch.add_update_metadata(new, ctx.all_partitions())
         self.batch.send()
@@ -264,6 +285,8 @@ class Controller:
 
     async def _on_broker_failure(self, dead: set[int]) -> None:
         ctx = self.ctx
+        for b in dead:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         ctx.shutting_down_broker_ids -= dead
         led = [
             tp
@@ -282,6 +305,65 @@ class Controller:
             await self.replica_sm.handle_state_changes(deleting, ReplicaState.OFFLINE)
             await self.replica_sm.handle_state_changes(deleting, ReplicaState.DELETION_INELIGIBLE)
             ctx.topics_ineligible_for_deletion |= {pr.tp.topic for pr in deleting}
+        if not led:
+            self.batch.add_update_metadata(ctx.live_broker_ids, [])
+        self.batch.send()
+
+    # -- log directory failures (KIP-112) ------------------------------------------------
+
+    async def _process_log_dir_events(self) -> None:
+        """Some broker's log dir failed: send its replicas a LeaderAndIsr; the
+        KAFKA_STORAGE_ERRORs in its answer say which replicas are offline."""
+        events = await self.client.get_log_dir_events(self._on_log_dir_events)
+        try:
+            brokers = set(events.values()) & self.ctx.live_broker_ids
+            if brokers:
+                log.info("log directory failure on brokers %s", sorted(brokers))
+                replicas = [
+                    pr
+                    for pr in self.ctx.replicas_on_brokers(brokers)
+                    if not self.ctx.is_topic_queued_for_deletion(pr.tp.topic)
+                ]
+                await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
+                self.batch.send()
+        finally:
+            await self.client.delete_log_dir_events(sorted(events), self.ctx.epoch_zk_version)
+
+    async def _process_leader_and_isr_response(
+        self, broker_id: int, response: LeaderAndIsrResponse
+    ) -> None:
+        ctx = self.ctx
+        if response.error_code != ErrorCode.none:
+            log.warning("LeaderAndIsr to broker %d failed: %s", broker_id, response.error_code)
+            return
+        offline = ctx.replicas_on_offline_dirs.setdefault(broker_id, set())
+        newly_offline = []
+        for e in response.partition_errors:
+            tp = TopicPartition(e.topic, e.partition)
+            if e.error_code == ErrorCode.kafka_storage_error:
+                if tp not in offline:
+                    offline.add(tp)
+                    newly_offline.append(PartitionReplica(tp, broker_id))
+            elif e.error_code == ErrorCode.none:
+                offline.discard(tp)
+        if newly_offline:
+            log.info(
+                "replicas %s on broker %d are in an offline log directory",
+                [str(pr.tp) for pr in newly_offline], broker_id,
+            )  # fmt: skip
+            await self._on_replicas_become_offline(newly_offline)
+
+    async def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
+        """Kafka's onReplicasBecomeOffline: partitions they led go Offline and are
+        elected again where another replica can lead; the replicas go Offline."""
+        ctx = self.ctx
+        led = ctx.partitions_with_offline_leader()
+        await self.partition_sm.handle_state_changes(led, PartitionState.OFFLINE)
+        await self.partition_sm.trigger_online_partition_state_change()
+        await self.replica_sm.handle_state_changes(
+            [pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.tp.topic)],
+            ReplicaState.OFFLINE,
+        )
         if not led:
             self.batch.add_update_metadata(ctx.live_broker_ids, [])
         self.batch.send()
@@ -379,8 +461,8 @@ class Controller:
         self.batch.add_update_metadata(ctx.live_broker_ids, partitions)
         self.batch.send()
         replicas = ctx.replicas_for_topic(topic)
-        dead = [pr for pr in replicas if not ctx.is_replica_online(pr.replica)]
-        live = [pr for pr in replicas if ctx.is_replica_online(pr.replica)]
+        dead = [pr for pr in replicas if not ctx.is_replica_online(pr.replica, pr.tp)]
+        live = [pr for pr in replicas if ctx.is_replica_online(pr.replica, pr.tp)]
         await self.replica_sm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
         if dead:
             ctx.topics_ineligible_for_deletion.add(topic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moldau.protocol.control import StopReplicaResponse
+from moldau.protocol.control import LeaderAndIsrResponse, StopReplicaResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,17 @@ class TopicDeletion:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """A broker wrote /log_dir_event_notification: one of its log dirs failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponseReceived:
+    broker_id: int
+    response: LeaderAndIsrResponse
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
     response: StopReplicaResponse
@@ -52,4 +63,6 @@ ControllerEvent = (
     | PartitionModifications
     | TopicDeletion
     | TopicDeletionStopReplicaResponseReceived
+    | LogDirEventNotification
+    | LeaderAndIsrResponseReceived
 )

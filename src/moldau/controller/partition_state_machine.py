@@ -50,10 +50,9 @@ class PartitionStateMachine:
             leadership = self.ctx.leadership.get(tp)
             if leadership is None:
                 self.ctx.partition_states[tp] = PartitionState.NEW
-            elif (
-                leadership.leader_and_isr.leader in self.ctx.live_brokers
-                and not self.ctx.is_topic_queued_for_deletion(tp.topic)
-            ):
+            elif self.ctx.is_replica_online(
+                leadership.leader_and_isr.leader, tp
+            ) and not self.ctx.is_topic_queued_for_deletion(tp.topic):
                 self.ctx.partition_states[tp] = PartitionState.ONLINE
             else:
                 self.ctx.partition_states[tp] = PartitionState.OFFLINE
@@ -104,7 +103,7 @@ class PartitionStateMachine:
 
     async def _initialize_leader_and_isr(self, tp: TopicPartition) -> bool:
         replicas = self.ctx.assignments.get(tp, [])
-        live = [r for r in replicas if self.ctx.is_replica_online(r)]
+        live = [r for r in replicas if self.ctx.is_replica_online(r, tp)]
         if not live:
             log.warning("%s has no live replica among %s: it stays New", tp, replicas)
             return False
@@ -127,7 +126,7 @@ class PartitionStateMachine:
             return None
         li = leadership.leader_and_isr
         assignment = self.ctx.assignments.get(tp, [])
-        live = [r for r in assignment if self.ctx.is_replica_online(r)]
+        live = [r for r in assignment if self.ctx.is_replica_online(r, tp)]
         isr = [r for r in li.isr if r in live]
         leader: int | None
         if strategy == ElectionStrategy.OFFLINE:

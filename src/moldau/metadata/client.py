@@ -278,6 +278,33 @@ class MetadataClient:
     async def is_marked_for_deletion(self, topic: str) -> bool:
         return await self.store.exists(z.delete_topic_path(topic)) is not None
 
+    # -- log directory events (KIP-112) -------------------------------------------------
+
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        """Tell the controller that a log directory of `broker_id` failed."""
+        await self.store.create(
+            f"{z.LOG_DIR_EVENTS}/{z.LOG_DIR_EVENT_PREFIX}",
+            z.encode_log_dir_event(broker_id),
+            sequential=True,
+            make_parents=True,
+        )
+
+    async def get_log_dir_events(self, watch: Watcher | None = None) -> dict[str, int]:
+        """Pending notifications: znode name -> broker id."""
+        events = {}
+        for name in await self.store.get_children(z.LOG_DIR_EVENTS, watch):
+            with contextlib.suppress(NoNodeError):
+                data, _ = await self.store.get(f"{z.LOG_DIR_EVENTS}/{name}")
+                events[name] = z.decode_log_dir_event(data)
+        return events
+
+    async def delete_log_dir_events(self, names: list[str], epoch_zk_version: int) -> None:
+        for name in names:
+            with contextlib.suppress(NoNodeError):
+                await self.controller_write(
+                    epoch_zk_version, [DeleteOp(f"{z.LOG_DIR_EVENTS}/{name}")]
+                )
+
     async def get_topics_to_delete(self, watch: Watcher | None = None) -> list[str]:
         return await self.store.get_children(z.DELETE_TOPICS, watch)
 

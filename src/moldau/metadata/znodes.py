@@ -10,6 +10,7 @@ Kafka's ZooKeeper formats so that a reader who knows Kafka's znodes knows ours.
 /controller                                   ephemeral {"version":1,"brokerid":...}
 /controller_epoch                             integer
 /admin/delete_topics/<topic>
+/log_dir_event_notification/log_dir_event_<seq>  {"version":1,"broker":...,"event":1}
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 
 # Paths that exist in every cluster, created at start-up.
 PERSISTENT_PATHS = (
@@ -41,6 +45,7 @@ PERSISTENT_PATHS = (
     CONFIG_TOPICS,
     CONFIG_CHANGES,
     DELETE_TOPICS,
+    LOG_DIR_EVENTS,
     "/cluster",
     "/admin",
 )
@@ -276,6 +281,18 @@ def encode_config_change(entity_path: str) -> bytes:
 
 def decode_config_change(data: bytes) -> str:
     return str(_loads(data)["entity_path"])
+
+
+# -- log directory events (KIP-112) -------------------------------------------------------
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id a log directory event is about."""
+    return int(_loads(data)["broker"])
 
 
 # -- controller ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class DelayedProduce(DelayedOperation):
             partition = self.replica_manager.get_partition(tp)
             if partition is None:
                 s.acks_pending = False
-                s.response.error_code = ErrorCode.unknown_topic_or_partition
+                s.response.error_code = self.replica_manager.missing_partition_error(tp)
                 continue
             done, error = partition.check_enough_replicas_reached(s.required_offset)
             if error != ErrorCode.none:

@@ -93,9 +93,11 @@ class Partition:
             raise NotLeaderOrFollowerError(f"no local log of {self.tp}")
         return self.log
 
-    def create_log_if_not_exists(self, hw_checkpoint: int | None) -> Log:
+    def create_log_if_not_exists(self, hw_checkpoint: int | None, is_new: bool = True) -> Log:
         if self.log is None:
-            self.log = self.log_manager.get_or_create_log(self.tp, self.log_config(self.tp.topic))
+            self.log = self.log_manager.get_or_create_log(
+                self.tp, self.log_config(self.tp.topic), is_new
+            )
             hw = hw_checkpoint if hw_checkpoint is not None else 0
             self.high_watermark = min(max(hw, self.log.log_start_offset), self.log.log_end_offset)
         return self.log
@@ -107,7 +109,7 @@ class Partition:
     ) -> bool:
         """Apply a LeaderAndIsr naming this broker leader. True if the leader epoch is
         new (this broker just became leader, or leads again in a new epoch)."""
-        lg = self.create_log_if_not_exists(hw_checkpoint)
+        lg = self.create_log_if_not_exists(hw_checkpoint, state.is_new)
         is_new_epoch = state.leader_epoch > self.leader_epoch
         self.topic_id = topic_id or self.topic_id
         self.controller_epoch = state.controller_epoch
@@ -121,7 +123,7 @@ class Partition:
                 for r in state.replicas
                 if r != self.local_broker_id
             }
-            lg.leader_epoch_cache.assign(state.leader_epoch, lg.log_end_offset)
+            lg.assign_leader_epoch(state.leader_epoch, lg.log_end_offset)
             log.debug(
                 "%s: leader in epoch %d at offset %d, ISR %s",
                 self.tp, state.leader_epoch, lg.log_end_offset, sorted(state.isr),
@@ -136,7 +138,7 @@ class Partition:
     ) -> bool:
         """Apply a LeaderAndIsr naming another broker leader. True if the leader or
         epoch changed (the follower must then fetch from the new leader)."""
-        self.create_log_if_not_exists(hw_checkpoint)
+        self.create_log_if_not_exists(hw_checkpoint, state.is_new)
         changed = state.leader_epoch > self.leader_epoch or state.leader != self.leader_id
         self.topic_id = topic_id or self.topic_id
         self.controller_epoch = state.controller_epoch
@@ -257,6 +259,12 @@ class Partition:
         if found is None or found[1] >= last_fetchable:
             return None
         return found[0], found[1], cache.epoch_for_offset(found[1])
+
+    def mark_offline(self) -> None:
+        """Its log directory failed: no log, no leader, nothing known of followers."""
+        self.log = None
+        self.leader_id = -1
+        self.remote_replicas = {}
 
     def delete(self) -> None:
         self.log_manager.delete_log(self.tp)

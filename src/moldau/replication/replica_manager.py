@@ -19,6 +19,7 @@ from moldau.protocol.control import (
 from moldau.protocol.errors import (
     ErrorCode,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
@@ -86,15 +87,21 @@ class ReplicaManager:
             DelayedOperationPurgatory("Fetch", timer)
         )
         self._hw_checkpoints: dict[TopicPartition, int] = {}
+        # Partitions whose log directory failed (Kafka's HostedPartition.Offline):
+        # they answer KAFKA_STORAGE_ERROR until the broker restarts.
+        self.offline_partitions: set[TopicPartition] = set()
         # Called with each partition this broker starts or stops leading.
         self.on_leadership_change: list[Callable[[TopicPartition, bool], None]] = []
 
     def startup(self) -> None:
-        for d in self.log_manager.log_dirs:
+        for d in self.log_manager.live_log_dirs:
             try:
-                self._hw_checkpoints.update(OffsetCheckpointFile(d / HW_CHECKPOINT).read())
+                with self.log_manager.io(d, "reading the high watermark checkpoint"):
+                    self._hw_checkpoints.update(OffsetCheckpointFile(d / HW_CHECKPOINT).read())
             except ValueError as e:
                 log.warning("ignoring %s: %s", d / HW_CHECKPOINT, e)
+            except KafkaStorageError:
+                self.handle_log_dir_failure(d)
 
     def shutdown(self) -> None:
         self.produce_purgatory.shutdown()
@@ -102,12 +109,41 @@ class ReplicaManager:
         self.checkpoint_high_watermarks()
 
     def checkpoint_high_watermarks(self) -> None:
-        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        """One replication-offset-checkpoint per online log directory; a directory
+        whose write fails goes offline, its previous checkpoint intact."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {
+            d: {} for d in self.log_manager.live_log_dirs
+        }
         for tp, p in self.partitions.items():
-            if p.log is not None:
-                by_dir[p.log.dir.parent][tp] = p.high_watermark
+            if p.log is not None and p.log.log_dir in by_dir:
+                by_dir[p.log.log_dir][tp] = p.high_watermark
         for d, hws in by_dir.items():
-            OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
+            with self.log_manager.io_or_offline(d, "writing the high watermark checkpoint"):
+                OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Take the partitions of an offline log directory offline (Kafka's
+        handleLogDirFailure); returns them. Waiting requests on them answer now."""
+        gone = self.log_manager.handle_log_dir_failure(log_dir)
+        for tp in gone:
+            self.offline_partitions.add(tp)
+            partition = self.partitions.pop(tp, None)
+            self._hw_checkpoints.pop(tp, None)
+            if partition is not None:
+                was_leader = partition.is_leader
+                partition.mark_offline()
+                if was_leader:
+                    for listener in self.on_leadership_change:
+                        listener(tp, False)
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        return gone
+
+    def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
+        """Why this broker has no partition `tp`."""
+        if tp in self.offline_partitions:
+            return ErrorCode.kafka_storage_error
+        return ErrorCode.unknown_topic_or_partition
 
     # -- partitions ----------------------------------------------------------------------
 
@@ -117,6 +153,8 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         p = self.partitions.get(tp)
         if p is None or p.log is None:
+            if tp in self.offline_partitions:
+                raise KafkaStorageError(f"partition {tp} is in an offline log directory")
             raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
         return p
 
@@ -148,6 +186,10 @@ class ReplicaManager:
                     PartitionError(tp.topic, tp.partition, ErrorCode.unknown_topic_or_partition)
                 )
                 continue
+            if tp in self.offline_partitions:
+                log.warning("%s is in an offline log directory: not becoming its replica", tp)
+                errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error))
+                continue
             partition = self.partitions.get(tp)
             if partition is None:
                 partition = Partition(
@@ -161,10 +203,22 @@ class ReplicaManager:
                 continue
             topic_id = request.topic_ids.get(tp.topic)
             was_leader = partition.is_leader
-            if state.leader == self.broker_id:
-                partition.make_leader(state, topic_id, self._hw_checkpoints.get(tp))
-            else:
-                partition.make_follower(state, topic_id, self._hw_checkpoints.get(tp))
+            try:
+                if state.leader == self.broker_id:
+                    partition.make_leader(state, topic_id, self._hw_checkpoints.get(tp))
+                else:
+                    partition.make_follower(state, topic_id, self._hw_checkpoints.get(tp))
+            except KafkaStorageError as e:
+                # No log directory could take it (or its log's failed): Kafka marks
+                # the partition offline and tells the controller.
+                log.error("%s: %s", tp, e)
+                self.partitions.pop(tp, None)
+                self.offline_partitions.add(tp)
+                if was_leader:
+                    for listener in self.on_leadership_change:
+                        listener(tp, False)
+                errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error))
+                continue
             errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
             if was_leader != partition.is_leader:
                 for listener in self.on_leadership_change:
@@ -182,6 +236,9 @@ class ReplicaManager:
         errors = []
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
+            if tp in self.offline_partitions:
+                errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error))
+                continue
             partition = self.partitions.get(tp)
             if state.delete_partition:
                 self.partitions.pop(tp, None)

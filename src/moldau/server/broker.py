@@ -10,6 +10,7 @@ import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from moldau.clock import SYSTEM_CLOCK, Clock
@@ -20,7 +21,7 @@ from moldau.controller.controller import Controller
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
-from moldau.metadata.store import MetadataStore, WatchedEvent
+from moldau.metadata.store import MetadataStore, StoreError, WatchedEvent
 from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
 from moldau.protocol.control import (
     ControlRequest,
@@ -30,7 +31,7 @@ from moldau.protocol.control import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from moldau.protocol.errors import ErrorCode, InvalidConfigError
+from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaStorageError
 from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server.admin_manager import AdminManager
@@ -39,6 +40,7 @@ from moldau.server.metadata_cache import MetadataCache
 from moldau.server.network import SocketServer
 from moldau.server.topic_configs import TopicConfigs
 from moldau.storage.cleaner import clean, dirty_ratio
+from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
@@ -95,7 +97,8 @@ class Broker:
         self.transport = transport
         self.cluster_id = ""
         self.epoch = -1
-        self.log_manager = LogManager(config.log_dirs, clock, self.broker_id)
+        self.failure_channel = LogDirFailureChannel()
+        self.log_manager = LogManager(config.log_dirs, clock, self.broker_id, self.failure_channel)
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
         self.replica_manager = ReplicaManager(
@@ -136,6 +139,10 @@ class Broker:
         self._metadata_ready = asyncio.Event()
         self.metadata_cache.listeners.append(self._on_metadata)
         self.started = False
+        # Set when the broker must stop by itself (every log directory failed), with
+        # the reason; whoever runs the broker waits on it and shuts it down.
+        self.failed = asyncio.Event()
+        self.failure: str | None = None
 
     # -- start-up ------------------------------------------------------------------------
 
@@ -147,6 +154,13 @@ class Broker:
             config["cluster.id"] or new_cluster_id()
         )
         await self.topic_configs.load(self._topics_on_disk())
+        loop = asyncio.get_running_loop()
+
+        def on_failure(log_dir: Path) -> None:
+            # Failures may be reported from a flush's worker thread.
+            loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
+
+        self.failure_channel.listeners.append(on_failure)
         self.log_manager.startup(self.topic_configs.log_config, self.cluster_id)
         self.replica_manager.startup()
         await self.topic_configs.start()
@@ -266,6 +280,9 @@ class Broker:
                     result = fn()
                     if asyncio.iscoroutine(result):
                         await result
+                except KafkaStorageError as e:
+                    # Its log directory went offline; that was logged, with its cause.
+                    log.warning("broker %d: %s: %s", self.broker_id, name, e)
                 except Exception:
                     # One failed round must not stop the chore for the broker's lifetime.
                     log.exception("broker %d: %s failed", self.broker_id, name)
@@ -293,6 +310,13 @@ class Broker:
                         await asyncio.sleep(0)
                 except StopIteration as done:
                     result = done.value
+                except OSError as e:
+                    # The cleaner's own writes (.cleaned segments) count as the log
+                    # directory's I/O: it goes offline (Kafka's LogCleaner).
+                    self.failure_channel.fail(lg.log_dir, f"cleaning {tp}", e)
+                    continue
+                except KafkaStorageError:
+                    continue  # its directory is offline
                 if result is None:
                     continue
                 cleaned_any = True
@@ -304,6 +328,32 @@ class Broker:
                 )  # fmt: skip
             if not cleaned_any:
                 await asyncio.sleep(backoff)
+
+    # -- log directory failures (Kafka's LogDirFailureHandler) ----------------------------
+
+    def _on_log_dir_failure(self, log_dir: Path) -> None:
+        with contextlib.suppress(RuntimeError):  # shutting down
+            self.tasks.spawn(self._handle_log_dir_failure(log_dir), "log-dir-failure")
+
+    async def _handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Take the directory's partitions offline, then tell the controller so it
+        can elect other leaders; with no directory left, stop the broker."""
+        self.replica_manager.handle_log_dir_failure(log_dir)
+        if not self.log_manager.live_log_dirs:
+            self.failure = (
+                f"shutting down broker {self.broker_id}: "
+                f"{self.log_manager.all_dirs_failed_message()}"
+            )
+            log.error("%s", self.failure)
+            self.failed.set()
+            return
+        try:
+            await self.client.propagate_log_dir_event(self.broker_id)
+        except StoreError as e:
+            log.error(
+                "broker %d: could not tell the controller that %s failed: %s",
+                self.broker_id, log_dir, e,
+            )  # fmt: skip
 
     def _retention(self) -> None:
         deleted = self.log_manager.cleanup_logs(self.replica_manager.high_watermark)

@@ -10,6 +10,7 @@ directory. A reader never sees a torn file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -21,16 +22,23 @@ T = TypeVar("T")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`. If any step fails (a full disk, say) the old file
+    is left as it was and the temp file is removed, then the error is raised."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # the error being raised says what went wrong
+            tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

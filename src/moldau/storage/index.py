@@ -57,7 +57,9 @@ class _Index:
 
     def _write(self, data: bytes) -> None:
         self._open_fd()
-        os.write(self._fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
 
     def flush(self) -> None:
         if self._fd >= 0:
@@ -101,6 +103,13 @@ class _Index:
         self._open_fd()
         os.ftruncate(self._fd, n * self.entry_size)
 
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep the first `n` entries (undoing a failed append), in memory first,
+        then in the file."""
+        self._ensure_loaded()
+        self._drop_from(n)
+        self._truncate_entries(n)
+
     # -- implemented by the two kinds ----------------------------------------------------
 
     def _decode(self, data: bytes) -> None:
@@ -110,6 +119,9 @@ class _Index:
         raise NotImplementedError
 
     def _count(self) -> int:
+        raise NotImplementedError
+
+    def _drop_from(self, n: int) -> None:
         raise NotImplementedError
 
 
@@ -134,6 +146,10 @@ class OffsetIndex(_Index):
     def _count(self) -> int:
         return len(self._offsets)
 
+    def _drop_from(self, n: int) -> None:
+        del self._offsets[n:]
+        del self._positions[n:]
+
     @property
     def last_offset(self) -> int:
         self._ensure_loaded()
@@ -147,9 +163,10 @@ class OffsetIndex(_Index):
             )
         if self.is_full:
             raise CorruptIndexError(f"{self.path} is full")
+        # The file first: if the write fails, memory still matches the file.
+        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
         self._offsets.append(offset)
         self._positions.append(position)
-        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
 
     def lookup(self, target: int) -> tuple[int, int]:
         """The last entry at or before `target`: (offset, position); (base, 0) if none."""
@@ -198,6 +215,10 @@ class TimeIndex(_Index):
     def _count(self) -> int:
         return len(self._offsets)
 
+    def _drop_from(self, n: int) -> None:
+        del self._timestamps[n:]
+        del self._offsets[n:]
+
     @property
     def last_entry(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the last entry."""
@@ -215,9 +236,9 @@ class TimeIndex(_Index):
             return
         if self._offsets and offset < self._offsets[-1]:
             raise CorruptIndexError(f"time index offset {offset} before {self._offsets[-1]}")
+        self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
         self._timestamps.append(timestamp)
         self._offsets.append(offset)
-        self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with a timestamp <= `timestamp`: (timestamp, offset);

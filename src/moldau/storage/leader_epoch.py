@@ -31,9 +31,18 @@ class LeaderEpochCache:
         if epoch < 0 or (self._entries and epoch <= self._entries[-1][0]):
             return
         # A new epoch cannot start before an earlier one's start.
-        self._entries = [(e, o) for e, o in self._entries if o < start_offset]
-        self._entries.append((epoch, start_offset))
+        kept = [(e, o) for e, o in self._entries if o < start_offset]
+        self._replace([*kept, (epoch, start_offset)])
+
+    def rewrite(self) -> None:
+        """Write the checkpoint again from memory (after a failed write)."""
         self._file.write(self._entries)
+
+    def _replace(self, entries: list[tuple[int, int]]) -> None:
+        """The file first: if writing it fails, memory still matches what is on disk."""
+        if entries != self._entries:
+            self._file.write(entries)
+            self._entries = entries
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch of the leader that appended `offset` (-1 if unknown)."""
@@ -57,19 +66,13 @@ class LeaderEpochCache:
         return -1, -1
 
     def truncate_from_end(self, end_offset: int) -> None:
-        kept = [(e, o) for e, o in self._entries if o < end_offset]
-        if kept != self._entries:
-            self._entries = kept
-            self._file.write(self._entries)
+        self._replace([(e, o) for e, o in self._entries if o < end_offset])
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Entries before the log start collapse into one starting at it."""
         before = [(e, o) for e, o in self._entries if o <= start_offset]
         after = [(e, o) for e, o in self._entries if o > start_offset]
-        kept = ([(before[-1][0], start_offset)] if before else []) + after
-        if kept != self._entries:
-            self._entries = kept
-            self._file.write(self._entries)
+        self._replace(([(before[-1][0], start_offset)] if before else []) + after)
 
     def delete(self) -> None:
         self._file.path.unlink(missing_ok=True)

@@ -11,10 +11,12 @@ Threading contract: everything runs on the broker's event-loop thread, except
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import struct
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +27,6 @@ from moldau.protocol.errors import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
-    KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -41,8 +42,10 @@ from moldau.protocol.records import (
     recompress,
     validate_batch,
 )
+from moldau.protocol.wire import Buffer
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_config import LogConfig
+from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.partition_name import TopicPartition
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
@@ -54,7 +57,10 @@ from moldau.storage.segment import (
     TIME_INDEX_SUFFIX,
     FileRecords,
     LogSegment,
+    SegmentMark,
 )
+
+log = logging.getLogger(__name__)
 
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _CRC = struct.Struct(">I")
@@ -134,8 +140,12 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         on_roll: Callable[[Log, int], None] | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.dir = directory
+        # The log directory this partition lives in: an I/O error takes all of it offline.
+        self.log_dir = directory.parent
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.tp = tp
         self.config = config
         self.clock = clock
@@ -179,6 +189,7 @@ class Log:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         on_roll: Callable[[Log, int], None] | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> Log:
         """Open (or create) the log in `directory`, recovering what an unclean
         shutdown may have left: torn or corrupt batches after the recovery point are
@@ -230,7 +241,7 @@ class Log:
                 break
         if not segments:
             segments = [segment(log_start_offset)]
-        log = cls(
+        opened = cls(
             directory,
             tp,
             config,
@@ -239,11 +250,22 @@ class Log:
             max(log_start_offset, segments[0].base_offset),
             recovery_point,
             on_roll,
+            failure_channel,
         )
-        log.recovery_point = min(max(recovery_point, 0), log.log_end_offset)
+        opened.recovery_point = min(max(recovery_point, 0), opened.log_end_offset)
         if not had_clean_shutdown:
-            log.recovery_point = log.log_end_offset
-        return log
+            opened.recovery_point = opened.log_end_offset
+        return opened
+
+    @contextlib.contextmanager
+    def _io(self, action: str) -> Iterator[None]:
+        """Storage I/O of this log: refused while its directory is offline, and an
+        OSError takes the directory offline and becomes KafkaStorageError."""
+        self.failure_channel.check(self.log_dir)
+        try:
+            yield
+        except OSError as e:
+            raise self.failure_channel.fail(self.log_dir, f"{action} {self.tp}", e) from e
 
     # -- offsets -------------------------------------------------------------------------
 
@@ -321,15 +343,7 @@ class Log:
             parts = [prefix, batch[OFFSET_MAGIC + 1 :]]
             max_ts = header.max_timestamp
             append_time = -1
-        segment = self._maybe_roll(size, max_ts, last, now)
-        position = segment.append(last, max_ts, last, parts, size)
-        self._leo = last + 1
-        self._remember_boundary(self._leo, segment, position + size)
-        self.leader_epoch_cache.assign(leader_epoch, first)
-        self.producer_state.update(header, first, last)
-        self._unflushed_messages += header.records_count
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+        self._append(parts, size, header, first, last, max_ts, leader_epoch, now)
         return LogAppendInfo(
             first, last, max_ts, last, append_time, self.log_start_offset,
             header.records_count, size,
@@ -344,21 +358,67 @@ class Log:
             )
         now = self.clock.milliseconds()
         size = len(batch)
-        segment = self._maybe_roll(size, header.max_timestamp, header.last_offset, now)
-        position = segment.append(
-            header.last_offset, header.max_timestamp, header.last_offset, [batch], size
-        )
-        self._leo = header.last_offset + 1
-        self._remember_boundary(self._leo, segment, position + size)
-        self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        self.producer_state.update(header, header.base_offset, header.last_offset)
-        self._unflushed_messages += header.records_count
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+        self._append(
+            [batch], size, header, header.base_offset, header.last_offset,
+            header.max_timestamp, header.partition_leader_epoch, now,
+        )  # fmt: skip
         return LogAppendInfo(
             header.base_offset, header.last_offset, header.max_timestamp, header.last_offset,
             -1, self.log_start_offset, header.records_count, size,
         )  # fmt: skip
+
+    def _append(
+        self,
+        parts: Sequence[Buffer],
+        size: int,
+        header: BatchHeader,
+        first: int,
+        last: int,
+        max_ts: int,
+        epoch: int,
+        now: int,
+    ) -> None:
+        """Write one batch at the log end, all or nothing: if a write fails (the log,
+        an index, the epoch checkpoint, an fsync), the log is left as it was, in
+        memory and on disk, and its directory goes offline."""
+        self.failure_channel.check(self.log_dir)
+        flush = self._unflushed_messages + header.records_count >= self.config.flush_messages
+        try:
+            segment = self._maybe_roll(size, max_ts, last, now)
+            mark = segment.mark()
+            try:
+                position = segment.append(last, max_ts, last, parts, size)
+                if flush:
+                    self._fsync_segments(last + 1)
+                self.leader_epoch_cache.assign(epoch, first)
+            except OSError:
+                self._undo_append(segment, mark, epoch)
+                raise
+        except OSError as e:
+            raise self.failure_channel.fail(self.log_dir, f"append to {self.tp}", e) from e
+        self._leo = last + 1
+        self._remember_boundary(self._leo, segment, position + size)
+        self.producer_state.update(header, first, last)
+        self._unflushed_messages += header.records_count
+        if flush:
+            self._flushed(last + 1)
+
+    def _undo_append(self, segment: LogSegment, mark: SegmentMark, epoch: int) -> None:
+        try:
+            segment.rollback(mark)
+            if epoch > self.leader_epoch_cache.latest_epoch:
+                # The checkpoint may have been renamed into place before the failure
+                # (its directory's fsync): put back what memory still says.
+                self.leader_epoch_cache.rewrite()
+        except OSError as e:
+            # The directory goes offline for the first error; recovery on the next
+            # start cuts whatever could not be cut now.
+            log.warning("%s: could not cut a failed append: %s", self.tp, e)
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at `start_offset` (written to the checkpoint)."""
+        with self._io("leader epoch checkpoint of"):
+            self.leader_epoch_cache.assign(epoch, start_offset)
 
     def _check_timestamps(self, header: BatchHeader, now: int) -> None:
         # Checked on the batch header alone: its base and max timestamps bound the
@@ -381,11 +441,15 @@ class Log:
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> LogSegment:
         segment = self.segments[-1]
         if should_roll(segment, self.config, size, max_ts, last_offset, now):
-            return self.roll()
+            return self._roll()
         return segment
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset."""
+        with self._io("roll of"):
+            return self._roll()
+
+    def _roll(self) -> LogSegment:
         old = self.segments[-1]
         if old.size == 0:
             return old
@@ -397,8 +461,15 @@ class Log:
             max_index_bytes=self.config.segment_index_bytes,
             created_ms=self.clock.milliseconds(),
         )
+        try:
+            self.producer_state.take_snapshot()
+        except OSError:
+            # Not part of the log yet; an empty leftover file would be harmless.
+            new.close_handlers()
+            with contextlib.suppress(OSError):
+                new.delete_files()
+            raise
         self.segments.append(new)
-        self.producer_state.take_snapshot()
         if self.on_roll is not None:
             self.on_roll(self, new.base_offset)
         return new
@@ -419,6 +490,12 @@ class Log:
             )
         if start_offset >= max_offset:
             return FetchDataInfo(start_offset, EMPTY)
+        with self._io("read of"):
+            return self._read(start_offset, max_bytes, max_offset, min_one_message)
+
+    def _read(
+        self, start_offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+    ) -> FetchDataInfo:
         max_end = self._position_of(max_offset)
         i = self._segment_for(start_offset)
         while i < len(self.segments):
@@ -469,77 +546,81 @@ class Log:
     ) -> list[bytes]:
         """Whole batches in [start_offset, max_offset), at most `max_batches`, as bytes
         (for features that need record contents; not for the fetch path)."""
-        out: list[bytes] = []
-        for segment in self.segments[self._segment_for(start_offset) :]:
-            if segment.base_offset >= max_offset:
-                break
-            _, position = segment.offset_index.lookup(start_offset)
-            for batch in segment.batches_from(position):
-                if batch.last_offset < start_offset:
-                    continue
-                if batch.base_offset >= max_offset or len(out) == max_batches:
-                    return out
-                out.append(segment.read_bytes(batch.position, batch.size))
-        return out
+        with self._io("read of"):
+            out: list[bytes] = []
+            for segment in self.segments[self._segment_for(start_offset) :]:
+                if segment.base_offset >= max_offset:
+                    break
+                _, position = segment.offset_index.lookup(start_offset)
+                for batch in segment.batches_from(position):
+                    if batch.last_offset < start_offset:
+                        continue
+                    if batch.base_offset >= max_offset or len(out) == max_batches:
+                        return out
+                    out.append(segment.read_bytes(batch.position, batch.size))
+            return out
 
     # -- timestamps ----------------------------------------------------------------------
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after `timestamp`."""
-        for segment in self.segments:
-            if segment.size and segment.max_timestamp_so_far >= timestamp:
-                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
-        return None
+        with self._io("timestamp lookup in"):
+            for segment in self.segments:
+                if segment.size and segment.max_timestamp_so_far >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the record with the largest timestamp."""
-        best: LogSegment | None = None
-        for segment in self.segments:
-            if segment.size and (
-                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
-            ):
-                best = segment
-        if best is None or best.max_timestamp_so_far < 0:
-            return None
-        target = best.max_timestamp_so_far
-        batch = best.translate_offset(best.offset_of_max_timestamp)
-        if batch is not None:
-            for record in iter_records(best.read_bytes(batch.position, batch.size)):
-                if record.timestamp == target:
-                    return target, record.offset
-        return target, best.offset_of_max_timestamp
+        with self._io("timestamp lookup in"):
+            best: LogSegment | None = None
+            for segment in self.segments:
+                if segment.size and (
+                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+                ):
+                    best = segment
+            if best is None or best.max_timestamp_so_far < 0:
+                return None
+            target = best.max_timestamp_so_far
+            batch = best.translate_offset(best.offset_of_max_timestamp)
+            if batch is not None:
+                for record in iter_records(best.read_bytes(batch.position, batch.size)):
+                    if record.timestamp == target:
+                        return target, record.offset
+            return target, best.offset_of_max_timestamp
 
     # -- retention -----------------------------------------------------------------------
 
     def delete_old_segments(self, high_watermark: int) -> int:
         """Apply retention (log start offset, retention.bytes, retention.ms) to
         segments wholly below the high watermark. Returns the number deleted."""
-        deleted = self._delete_segments_while(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
-            high_watermark,
-        )
-        if not self.config.delete:
-            return deleted
-        if self.config.retention_bytes >= 0:
-            excess = self.size_in_bytes() - self.config.retention_bytes
-
-            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                nonlocal excess
-                if excess - seg.size < 0:
-                    return False
-                excess -= seg.size
-                return True
-
-            deleted += self._delete_segments_while(over_size, high_watermark)
-        if self.config.retention_ms >= 0:
-            now = self.clock.milliseconds()
-            deleted += self._delete_segments_while(
-                lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms,
+        with self._io("retention of"):
+            deleted = self._delete_segments_while(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
                 high_watermark,
             )
-        return deleted
+            if not self.config.delete:
+                return deleted
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes() - self.config.retention_bytes
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_segments_while(over_size, high_watermark)
+            if self.config.retention_ms >= 0:
+                now = self.clock.milliseconds()
+                deleted += self._delete_segments_while(
+                    lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms,
+                    high_watermark,
+                )
+            return deleted
 
     def _delete_segments_while(
         self,
@@ -578,93 +659,99 @@ class Log:
 
     def delete_expired_files(self, now_ms: int) -> None:
         """Remove the files of deleted segments once file.delete.delay.ms has passed."""
-        keep = []
-        for due, seg in self._pending_deletes:
-            if due <= now_ms:
-                seg.delete_files()
-            else:
-                keep.append((due, seg))
-        self._pending_deletes = keep
+        with self._io("file deletion of"):
+            keep = []
+            for due, seg in self._pending_deletes:
+                if due <= now_ms:
+                    seg.delete_files()
+                else:
+                    keep.append((due, seg))
+            self._pending_deletes = keep
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
-        if offset > self.log_start_offset:
-            self.log_start_offset = min(offset, self._leo)
-            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        with self._io("log start offset of"):
+            if offset > self.log_start_offset:
+                self.log_start_offset = min(offset, self._leo)
+                self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     # -- compaction ----------------------------------------------------------------------
 
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         """An empty `.cleaned` segment the log cleaner writes a replacement into."""
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (self.dir / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
-        return LogSegment(
-            self.dir,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_bytes=self.config.segment_index_bytes,
-            created_ms=self.clock.milliseconds(),
-            file_suffix=CLEANED_SUFFIX,
-        )
+        with self._io("cleaning of"):
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+            return LogSegment(
+                self.dir,
+                base_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_bytes=self.config.segment_index_bytes,
+                created_ms=self.clock.milliseconds(),
+                file_suffix=CLEANED_SUFFIX,
+            )
 
     def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
         """Put a cleaned segment in place of `old`, crash-safely: the new files go
         .cleaned -> .swap, the old ones to .deleted, then .swap -> final (a restart
         completes a swap it finds). False if `old` is no longer part of the log."""
-        if old not in self.segments or old is self.segments[-1]:
-            new.delete_files()
-            return False
-        new.on_become_inactive()
-        new.flush()
-        # Keep the original's age: retention and the cleaner's delete horizon use it.
-        mtime_ns = old.last_modified_ms() * 1_000_000
-        os.utime(new.log_path, ns=(mtime_ns, mtime_ns))
-        new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-        old.mark_deleted()
-        new.change_file_suffix(SWAP_SUFFIX, "")
-        self.segments[self.segments.index(old)] = new
-        self._forget(old)
-        self._pending_deletes.append(
-            (self.clock.milliseconds() + self.config.file_delete_delay_ms, old)
-        )
-        return True
+        with self._io("segment swap of"):
+            if old not in self.segments or old is self.segments[-1]:
+                new.delete_files()
+                return False
+            new.on_become_inactive()
+            new.flush()
+            # Keep the original's age: retention and the cleaner's delete horizon use it.
+            mtime_ns = old.last_modified_ms() * 1_000_000
+            os.utime(new.log_path, ns=(mtime_ns, mtime_ns))
+            new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            old.mark_deleted()
+            new.change_file_suffix(SWAP_SUFFIX, "")
+            self.segments[self.segments.index(old)] = new
+            self._forget(old)
+            self._pending_deletes.append(
+                (self.clock.milliseconds() + self.config.file_delete_delay_ms, old)
+            )
+            return True
 
     # -- truncation (replication) --------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (at a batch boundary)."""
-        if offset >= self._leo:
-            return
-        if offset < self.segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset)
-            return
-        self._boundaries.clear()
-        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
-            self.segments.pop().delete_files()
-        self.segments[-1].truncate_to(offset)
-        self._leo = self.segments[-1].next_offset()
-        self.recovery_point = min(self.recovery_point, self._leo)
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self._rebuild_producer_state()
+        with self._io("truncation of"):
+            if offset >= self._leo:
+                return
+            if offset < self.segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            self._boundaries.clear()
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                self.segments.pop().delete_files()
+            self.segments[-1].truncate_to(offset)
+            self._leo = self.segments[-1].next_offset()
+            self.recovery_point = min(self.recovery_point, self._leo)
+            self.leader_epoch_cache.truncate_from_end(self._leo)
+            self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self._boundaries.clear()
-        for seg in self.segments:
-            seg.delete_files()
-        self.segments = [
-            LogSegment(
-                self.dir,
-                offset,
-                index_interval_bytes=self.config.index_interval_bytes,
-                max_index_bytes=self.config.segment_index_bytes,
-                created_ms=self.clock.milliseconds(),
-            )
-        ]
-        self._leo = offset
-        self.log_start_offset = offset
-        self.recovery_point = offset
-        self.leader_epoch_cache.truncate_from_end(offset)
-        self.producer_state.delete_all_snapshots()
-        self._rebuild_producer_state()
+        with self._io("truncation of"):
+            self._boundaries.clear()
+            for seg in self.segments:
+                seg.delete_files()
+            self.segments = [
+                LogSegment(
+                    self.dir,
+                    offset,
+                    index_interval_bytes=self.config.index_interval_bytes,
+                    max_index_bytes=self.config.segment_index_bytes,
+                    created_ms=self.clock.milliseconds(),
+                )
+            ]
+            self._leo = offset
+            self.log_start_offset = offset
+            self.recovery_point = offset
+            self.leader_epoch_cache.truncate_from_end(offset)
+            self.producer_state.delete_all_snapshots()
+            self._rebuild_producer_state()
 
     # -- durability ----------------------------------------------------------------------
 
@@ -674,14 +761,16 @@ class Log:
         target = self._leo if up_to is None else min(up_to, self._leo)
         if target <= self.recovery_point and up_to is not None:
             return
+        with self._io("flush of"):
+            self._fsync_segments(target)
+        self._flushed(target)
+
+    def _fsync_segments(self, target: int) -> None:
         for seg in list(self.segments):
-            if seg.closed:
-                continue
-            if seg.base_offset < target:
-                try:
-                    seg.flush()
-                except OSError as e:
-                    raise KafkaStorageError(f"flush of {seg.log_path} failed: {e}") from e
+            if not seg.closed and seg.base_offset < target:
+                seg.flush()
+
+    def _flushed(self, target: int) -> None:
         self.recovery_point = max(self.recovery_point, target)
         self._unflushed_messages = 0
         self.last_flush_ms = self.clock.milliseconds()
@@ -692,23 +781,33 @@ class Log:
             seg.index_interval_bytes = config.index_interval_bytes
 
     def close(self) -> None:
+        with self._io("close of"):
+            for _, seg in self._pending_deletes:
+                seg.delete_files()
+            self._pending_deletes = []
+            self.producer_state.take_snapshot()
+            for seg in self.segments:
+                seg.close()
+
+    def close_handlers(self) -> None:
+        """Close the files without writing anything (a log of an offline directory,
+        or one about to be deleted)."""
         for _, seg in self._pending_deletes:
-            seg.delete_files()
-        self._pending_deletes = []
-        self.producer_state.take_snapshot()
+            seg.close_handlers()
         for seg in self.segments:
-            seg.close()
+            seg.close_handlers()
 
     def delete(self) -> None:
         """Remove all of the log's files (the directory itself is the caller's)."""
-        for _, seg in self._pending_deletes:
-            seg.delete_files()
-        self._pending_deletes = []
-        for seg in self.segments:
-            seg.delete_files()
-        self.segments = []
-        self.leader_epoch_cache.delete()
-        self.producer_state.delete_all_snapshots()
+        with self._io("deletion of"):
+            for _, seg in self._pending_deletes:
+                seg.delete_files()
+            self._pending_deletes = []
+            for seg in self.segments:
+                seg.delete_files()
+            self.segments = []
+            self.leader_epoch_cache.delete()
+            self.producer_state.delete_all_snapshots()
 
 
 def _with_log_append_time(

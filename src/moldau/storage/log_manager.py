@@ -4,14 +4,20 @@ It loads logs at start-up (recovering them if the last shutdown was not clean),
 creates and deletes them, applies retention, and writes the checkpoints. It runs
 no background task itself: the broker calls `cleanup_logs`, `flush_due_logs`,
 `checkpoint` and `delete_expired_files` on its own schedule.
+
+An I/O error in a log directory takes that directory offline (see
+log_dir_failure.py): its logs are dropped by `handle_log_dir_failure` without another
+write, no new log is placed there, and its checkpoints and clean-shutdown marker are
+no longer written, so the next start recovers it from what is on disk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from moldau.clock import Clock
@@ -19,6 +25,7 @@ from moldau.protocol.errors import KafkaStorageError
 from moldau.storage.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
 from moldau.storage.log import Log, remove_log_dir
 from moldau.storage.log_config import LogConfig
+from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.partition_name import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -32,10 +39,17 @@ DELETE_DIR_SUFFIX = "-delete"
 
 
 class LogManager:
-    def __init__(self, log_dirs: Iterable[Path], clock: Clock, broker_id: int) -> None:
+    def __init__(
+        self,
+        log_dirs: Iterable[Path],
+        clock: Clock,
+        broker_id: int,
+        failure_channel: LogDirFailureChannel | None = None,
+    ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self.clock = clock
         self.broker_id = broker_id
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         # (log, offset) pairs whose segments below `offset` were rolled and await fsync.
@@ -46,44 +60,88 @@ class LogManager:
 
     # -- start-up and shutdown ----------------------------------------------------------
 
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    @contextlib.contextmanager
+    def io(self, log_dir: Path, action: str) -> Iterator[None]:
+        """Storage I/O in `log_dir` outside any one log (see Log._io): checkpoints,
+        directory renames."""
+        self.failure_channel.check(log_dir)
+        try:
+            yield
+        except OSError as e:
+            raise self.failure_channel.fail(log_dir, action, e) from e
+
+    @contextlib.contextmanager
+    def io_or_offline(self, log_dir: Path, action: str) -> Iterator[None]:
+        """As `io`, for work whose failure only takes the directory offline (which is
+        logged with its cause) while the caller goes on with the other directories."""
+        with contextlib.suppress(KafkaStorageError), self.io(log_dir, action):
+            yield
+
     def startup(self, config_for: Callable[[str], LogConfig], cluster_id: str) -> None:
+        """Load every log directory. One that fails to load goes offline and the
+        others are served (as Kafka's loadLogs); none left is an error."""
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._check_meta_properties(log_dir, cluster_id)
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-            self.cleaner_checkpoints.update(
-                self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
-            )
-            for path in sorted(log_dir.iterdir()):
-                if not path.is_dir():
-                    continue
-                if path.name.endswith(DELETE_DIR_SUFFIX):
-                    remove_log_dir(path)
-                    continue
-                try:
-                    tp = TopicPartition.parse_dir_name(path.name)
-                except ValueError:
-                    continue
-                opened = Log.open(
-                    path,
-                    tp,
-                    config_for(tp.topic),
-                    self.clock,
-                    recovery_point=recovery_points.get(tp, 0),
-                    log_start_offset=start_offsets.get(tp, 0),
-                    had_clean_shutdown=clean,
-                    on_roll=self._on_roll,
-                )
-                self.logs[tp] = opened
-                self._dir_of[tp] = log_dir
-            if not clean and self.logs:
-                log.info("%s: recovered logs after an unclean shutdown", log_dir)
-            # From now on a crash is unclean until the next clean shutdown.
-            marker.unlink(missing_ok=True)
+            try:
+                with self.io(log_dir, "loading"):
+                    self._load_dir(log_dir, config_for, cluster_id)
+            except KafkaStorageError:
+                if not self.failure_channel.is_offline(log_dir):
+                    raise  # not an I/O error: e.g. another broker's meta.properties
+                self.handle_log_dir_failure(log_dir)
+        if not self.live_log_dirs:
+            raise KafkaStorageError(self.all_dirs_failed_message())
         self.checkpoint()
+
+    def all_dirs_failed_message(self) -> str:
+        reasons = "; ".join(
+            f"{d}: {self.failure_channel.reason(d) or 'offline'}" for d in self.log_dirs
+        )
+        return f"every log directory has failed ({reasons})"
+
+    def _load_dir(
+        self, log_dir: Path, config_for: Callable[[str], LogConfig], cluster_id: str
+    ) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._check_meta_properties(log_dir, cluster_id)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        self.cleaner_checkpoints.update(self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT))
+        recovered = False
+        for path in sorted(log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                remove_log_dir(path)
+                continue
+            try:
+                tp = TopicPartition.parse_dir_name(path.name)
+            except ValueError:
+                continue
+            opened = Log.open(
+                path,
+                tp,
+                config_for(tp.topic),
+                self.clock,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                had_clean_shutdown=clean,
+                on_roll=self._on_roll,
+                failure_channel=self.failure_channel,
+            )
+            self.logs[tp] = opened
+            self._dir_of[tp] = log_dir
+            recovered = True
+        if not clean and recovered:
+            log.info("%s: recovered logs after an unclean shutdown", log_dir)
+        # From now on a crash is unclean until the next clean shutdown.
+        marker.unlink(missing_ok=True)
+        fsync_dir(log_dir)
 
     def _check_meta_properties(self, log_dir: Path, cluster_id: str) -> None:
         path = log_dir / META_PROPERTIES
@@ -115,41 +173,79 @@ class LogManager:
             return {}
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean marker."""
+        """Flush and close every log, write the checkpoints, then the clean marker
+        (in the directories that are still online)."""
         for lg in self.logs.values():
-            lg.flush()
-            lg.close()
+            try:
+                lg.flush()
+                lg.close()
+            except KafkaStorageError as e:
+                log.error("shutdown: %s", e)
+        for lg in self.logs.values():
+            if self.failure_channel.is_offline(lg.log_dir):
+                lg.close_handlers()
         self.checkpoint()
         for _, path in self._doomed_dirs:
-            remove_log_dir(path)
-        for log_dir in self.log_dirs:
-            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            with self.io_or_offline(path.parent, "removing a deleted log"):
+                remove_log_dir(path)
+        for log_dir in self.live_log_dirs:
+            with self.io_or_offline(log_dir, "writing the clean shutdown marker"):
+                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Drop the logs of an offline directory, closing their files without writing
+        anything; returns their partitions."""
+        gone = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        for tp in gone:
+            del self._dir_of[tp]
+            lg = self.logs.pop(tp, None)
+            if lg is not None:
+                lg.close_handlers()
+                self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
+            self.cleaner_checkpoints.pop(tp, None)
+        self._doomed_dirs = [(due, p) for due, p in self._doomed_dirs if p.parent != log_dir]
+        if gone:
+            log.error("stopped serving %d partitions in offline log dir %s", len(gone), log_dir)
+        return gone
 
     # -- logs ----------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig, is_new: bool = True) -> Log:
+        """The log of `tp`, created if missing. A partition that is not new may have
+        its log in an offline directory: it is not created afresh elsewhere (Kafka)."""
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
-        log_dir = self._next_log_dir()
-        created = Log.open(
-            log_dir / tp.dir_name, tp, config, self.clock, had_clean_shutdown=True,
-            on_roll=self._on_roll,
-        )  # fmt: skip
-        fsync_dir(log_dir)
+        offline = self.failure_channel.offline_dirs
+        if not is_new and offline:
+            raise KafkaStorageError(
+                f"cannot create the log of {tp}: log directories {', '.join(map(str, offline))}"
+                " are offline"
+            )
+        log_dir = self._next_log_dir(tp)
+        with self.io(log_dir, f"creating the log of {tp}"):
+            created = Log.open(
+                log_dir / tp.dir_name, tp, config, self.clock, had_clean_shutdown=True,
+                on_roll=self._on_roll, failure_channel=self.failure_channel,
+            )  # fmt: skip
+            fsync_dir(log_dir)
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
         return created
 
-    def _next_log_dir(self) -> Path:
-        """The log dir holding the fewest partitions, as Kafka picks."""
-        counts = {d: 0 for d in self.log_dirs}
+    def _next_log_dir(self, tp: TopicPartition) -> Path:
+        """The live log dir holding the fewest partitions, as Kafka picks."""
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError(f"no log directory is online to create the log of {tp}")
+        counts = {d: 0 for d in live}
         for d in self._dir_of.values():
-            counts[d] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(live, key=lambda d: counts[d])
 
     def delete_log(self, tp: TopicPartition) -> None:
         """Remove a partition's log: its directory is renamed at once (so a restart
@@ -158,15 +254,16 @@ class LogManager:
         log_dir = self._dir_of.pop(tp, None)
         if lg is None or log_dir is None:
             return
-        lg.close()
         self.cleaner_checkpoints.pop(tp, None)
+        self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
+        lg.close_handlers()
         doomed = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        os.replace(lg.dir, doomed)
-        fsync_dir(log_dir)
+        with self.io(log_dir, f"deleting the log of {tp}"):
+            os.replace(lg.dir, doomed)
+            fsync_dir(log_dir)
         self._doomed_dirs.append(
             (self.clock.milliseconds() + lg.config.file_delete_delay_ms, doomed)
         )
-        self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
 
     def _on_roll(self, lg: Log, offset: int) -> None:
         self.pending_flushes.append((lg, offset))
@@ -174,17 +271,24 @@ class LogManager:
     # -- periodic work (the broker schedules these) -------------------------------------
 
     def cleanup_logs(self, high_watermark: Callable[[TopicPartition], int]) -> int:
-        """Retention for every log; returns the number of segments deleted."""
-        return sum(lg.delete_old_segments(high_watermark(tp)) for tp, lg in list(self.logs.items()))
+        """Retention for every log; returns the number of segments deleted. A log
+        whose directory fails is skipped (the failure is logged as it goes offline)."""
+        deleted = 0
+        for tp, lg in list(self.logs.items()):
+            with contextlib.suppress(KafkaStorageError):
+                deleted += lg.delete_old_segments(high_watermark(tp))
+        return deleted
 
     def delete_expired_files(self) -> None:
         now = self.clock.milliseconds()
-        for lg in self.logs.values():
-            lg.delete_expired_files(now)
+        for lg in list(self.logs.values()):
+            with contextlib.suppress(KafkaStorageError):  # logged as the dir goes offline
+                lg.delete_expired_files(now)
         keep = []
         for due, path in self._doomed_dirs:
             if due <= now:
-                remove_log_dir(path)
+                with self.io_or_offline(path.parent, "removing a deleted log"):
+                    remove_log_dir(path)
             else:
                 keep.append((due, path))
         self._doomed_dirs = keep
@@ -203,16 +307,23 @@ class LogManager:
         return due
 
     def checkpoint(self) -> None:
-        by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.log_dirs}
+        """Write each online directory's checkpoints; one that fails goes offline
+        (its previous files stay intact) and the others are still written."""
+        by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.live_log_dirs}
         for tp, d in self._dir_of.items():
-            by_dir[d].append(tp)
+            if d in by_dir:
+                by_dir[d].append(tp)
         for d, tps in by_dir.items():
-            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
-                {tp: self.logs[tp].recovery_point for tp in tps}
-            )
-            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
-                {tp: self.logs[tp].log_start_offset for tp in tps}
-            )
-            OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
-                {tp: self.cleaner_checkpoints[tp] for tp in tps if tp in self.cleaner_checkpoints}
-            )
+            with self.io_or_offline(d, "writing checkpoints"):
+                self._checkpoint_dir(d, tps)
+
+    def _checkpoint_dir(self, d: Path, tps: list[TopicPartition]) -> None:
+        OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
+            {tp: self.logs[tp].recovery_point for tp in tps}
+        )
+        OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
+            {tp: self.logs[tp].log_start_offset for tp in tps}
+        )
+        OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
+            {tp: self.cleaner_checkpoints[tp] for tp in tps if tp in self.cleaner_checkpoints}
+        )

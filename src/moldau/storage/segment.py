@@ -71,6 +71,20 @@ class BatchPosition:
     size: int
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentMark:
+    """What a segment looked like before an append, so a failed append can be undone."""
+
+    size: int
+    offset_index_entries: int
+    time_index_entries: int
+    bytes_since_last_index_entry: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    max_ts_loaded: bool
+    rolling_based_timestamp: int | None
+
+
 class LogSegment:
     def __init__(
         self,
@@ -162,6 +176,35 @@ class LogSegment:
             self.rolling_based_timestamp = largest_timestamp
         self._track(largest_offset, largest_timestamp, offset_of_largest_timestamp, position, size)
         return position
+
+    def mark(self) -> SegmentMark:
+        return SegmentMark(
+            self.size,
+            self.offset_index.entries,
+            self.time_index.entries,
+            self.bytes_since_last_index_entry,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._max_ts_loaded,
+            self.rolling_based_timestamp,
+        )
+
+    def rollback(self, mark: SegmentMark) -> None:
+        """Undo what appends did since `mark`: memory first, then the files (the log
+        is cut back, so no later append lands after a partial batch). May raise
+        OSError if the files cannot be cut; memory is restored regardless."""
+        self.size = mark.size
+        self.bytes_since_last_index_entry = mark.bytes_since_last_index_entry
+        self._max_timestamp = mark.max_timestamp
+        self._offset_of_max_timestamp = mark.offset_of_max_timestamp
+        self._max_ts_loaded = mark.max_ts_loaded
+        self.rolling_based_timestamp = mark.rolling_based_timestamp
+        try:
+            if os.fstat(self._fd).st_size != mark.size:
+                os.ftruncate(self._fd, mark.size)
+        finally:
+            self.offset_index.truncate_to_entries(mark.offset_index_entries)
+            self.time_index.truncate_to_entries(mark.time_index_entries)
 
     def _track(
         self, largest_offset: int, largest_ts: int, offset_of_ts: int, position: int, size: int

@@ -52,8 +52,9 @@ class BrokerProcess:
             sys.executable, "-m", "moldau", "serve",
             "--host", self.host,
             "--port", str(self.port or self.requested_port),
-            "--data-dir", str(self.data_dir),
         ]  # fmt: skip
+        if "log.dirs" not in self.overrides:  # several log dirs: they name the data dir
+            cmd += ["--data-dir", str(self.data_dir)]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self._ready.clear()
