@@ -3,7 +3,7 @@ their own connection, bad requests get Kafka's error codes, memory stays bounded
 
 from __future__ import annotations
 
-import os
+import random
 import socket
 import struct
 from pathlib import Path
@@ -40,7 +40,10 @@ def closed_after(bootstrap: str, data: bytes, then_close: bool = False) -> bool:
 @pytest.mark.parametrize(
     "data",
     [
-        pytest.param(os.urandom(4096), id="garbage"),
+        # Fixed random bytes: os.urandom's first four, read as a frame size, fell
+        # between 4 KiB and the 100 MiB limit about one run in forty, and the broker
+        # then rightly waited for the rest of the frame instead of closing.
+        pytest.param(random.Random(2).randbytes(4096), id="garbage"),
         pytest.param(struct.pack(">i", 2**31 - 1) + b"x" * 100, id="size-2^31-1"),
         pytest.param(struct.pack(">i", -5) + b"x" * 100, id="negative-size"),
         pytest.param(

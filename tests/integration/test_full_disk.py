@@ -163,3 +163,85 @@ def test_with_several_log_dirs_a_full_one_takes_only_its_partitions_offline(
         assert "Traceback" not in log_text
     finally:
         broker.kill()
+
+
+def test_a_segment_roll_that_cannot_create_its_files_loses_no_acknowledged_record(
+    tmp_path: Path, tmpfs: type[Tmpfs], topic_name: str
+) -> None:
+    """Space for data but no file left to create (the file system's inodes): the
+    append that rolls a new segment fails, the broker stops, and nothing that was
+    acknowledged before is lost."""
+    disk = tmpfs(tmp_path / "data", 32 * 1024)
+    segment_records = 1000
+    broker = BrokerProcess(
+        disk.path,
+        {"log.segment.bytes": str(segment_records * (RECORD + 70))},
+        log_path=tmp_path / "broker.log",
+    )
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, topic_name)
+        disk.limit_files(spare=2)  # a checkpoint's temp file fits; a new segment does not
+        acked, errors = produce(
+            broker.bootstrap, topic_name, 5 * segment_records,
+            stop=lambda _: broker.proc.poll() is not None,  # type: ignore[union-attr]
+        )  # fmt: skip
+        assert broker.proc is not None and broker.proc.wait(30) != 0
+        # It failed where the first segment was full: at the roll.
+        assert segment_records * 0.8 < len(acked) <= segment_records
+        assert any(e.code() == KafkaError.KAFKA_STORAGE_ERROR for e in errors), errors[:5]
+        log_text = (tmp_path / "broker.log").read_text()
+        assert "No space left on device" in log_text and "Traceback" not in log_text
+
+        disk.unlimit_files()
+        broker.start()
+        got = confluent_consume(broker.bootstrap, topic_name, len(acked))
+        assert {o: v for _, o, _, v, _ in got} == acked
+        more, more_errors = produce(broker.bootstrap, topic_name, 2 * segment_records)
+        assert more_errors == []
+        assert sorted(more) == list(range(len(acked), len(acked) + 2 * segment_records))
+    finally:
+        broker.kill()
+
+
+def test_a_read_only_log_dir_at_start_is_offline_and_the_others_serve(
+    tmp_path: Path, tmpfs: type[Tmpfs], topic_name: str
+) -> None:
+    """EROFS: one of two log directories comes back read-only. The broker starts
+    with the other; the read-only one's partition has no leader; once it is writable
+    again, a restart serves every record of both."""
+    roomy = tmpfs(tmp_path / "a", 16 * 1024)
+    other = tmpfs(tmp_path / "b", 16 * 1024)
+    broker = BrokerProcess(
+        tmp_path / "data",
+        {"log.dirs": f"{roomy.path},{other.path}"},
+        log_path=tmp_path / "broker.log",
+    )
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, topic_name, 2)
+        dirs = [roomy.path, other.path]
+        stuck = 0 if partition_dir(dirs, topic_name, 0) == other.path else 1
+        served = 1 - stuck
+        first = {p: produce(broker.bootstrap, topic_name, 500, p) for p in (0, 1)}
+        assert all(len(acked) == 500 and not errors for acked, errors in first.values())
+        assert broker.stop() == 0
+
+        other.read_only()
+        broker.start()
+        assert wait_for(lambda: leader_of(broker.bootstrap, topic_name, stuck) == -1)
+        more, errors = produce(broker.bootstrap, topic_name, 500, served)
+        assert errors == [] and sorted(more) == list(range(500, 1000))
+        assert "Read-only file system" in (tmp_path / "broker.log").read_text()
+        assert broker.stop() == 0
+
+        other.read_only(False)
+        broker.start()
+        assert wait_for(lambda: leader_of(broker.bootstrap, topic_name, stuck) == 1)
+        got = confluent_consume(broker.bootstrap, topic_name, 500, partition=stuck)
+        assert {o: v for _, o, _, v, _ in got} == first[stuck][0]
+        got = confluent_consume(broker.bootstrap, topic_name, 1000, partition=served)
+        assert {o: v for _, o, _, v, _ in got} == {**first[served][0], **more}
+        assert "Traceback" not in (tmp_path / "broker.log").read_text()
+    finally:
+        broker.kill()

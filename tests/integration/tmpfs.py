@@ -23,7 +23,18 @@ class Tmpfs:
         self.size_kib = size_kib
         _mount("-o", f"remount,size={size_kib}k", str(self.path))
 
+    def limit_files(self, spare: int) -> None:
+        """Allow only `spare` more files (inodes) than exist now: creating files
+        fails with ENOSPC while writing into existing ones still works."""
+        st = os.statvfs(self.path)
+        _mount("-o", f"remount,nr_inodes={st.f_files - st.f_ffree + spare}", str(self.path))
+
+    def unlimit_files(self) -> None:
+        _mount("-o", "remount,nr_inodes=1000000", str(self.path))
+
     def read_only(self, on: bool = True) -> None:
+        """Remount read-only (EROFS on every write). Linux refuses while a file on it
+        is open for writing, so only between broker runs."""
         _mount("-o", "remount,ro" if on else "remount,rw", str(self.path))
 
     def unmount(self) -> None:

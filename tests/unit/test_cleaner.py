@@ -140,3 +140,49 @@ def test_an_interrupted_swap_is_completed_on_open(tmp_path: Path, clock: FakeClo
     assert not list(tmp_path.glob("*.swap"))
     assert reopened.read_batches(0, reopened.segments[1].base_offset) == [expected_first]
     assert reopened.log_end_offset == 40
+
+
+def test_a_cleaner_write_that_fails_anywhere_loses_no_latest_value(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while compacting (the .cleaned segment, or any rename of the swap):
+    the directory goes offline, and the next start finds every key's latest value at
+    its offset, every record of the active segment, and nothing half-swapped."""
+    from moldau.protocol.errors import KafkaStorageError
+    from moldau.storage.log_dir_failure import LogDirFailureChannel
+    from tests.faults import failing_os
+
+    def build(path: Path) -> tuple[Log, dict[bytes, tuple[int, bytes]]]:
+        log = compacted_log(path, clock)
+        latest = {}
+        for i in range(40):
+            key = b"k%d" % (i % 4)
+            latest[key] = (write(log, clock, key, b"v%d" % i), b"v%d" % i)
+        return log, latest
+
+    probe, _ = build(tmp_path / "probe")
+    with failing_os(monkeypatch) as fake:
+        assert run(clean(probe, 0, clock.milliseconds())) is not None
+    writes = len(fake.calls)
+    assert writes > 10
+    for n in range(writes):
+        log, latest = build(tmp_path / str(n))
+        before = contents(log)
+        channel = LogDirFailureChannel()
+        with (
+            failing_os(monkeypatch, fail_at=n) as fake,
+            pytest.raises((OSError, KafkaStorageError)),
+        ):
+            run(clean(log, 0, clock.milliseconds()))
+        log.close_handlers()
+        reopened = Log.open(
+            log.dir, TP, log.config, clock, had_clean_shutdown=False, failure_channel=channel
+        )
+        after = contents(reopened)
+        assert {(k, (o, v)) for o, k, v in after if k is not None and latest[k] == (o, v)} == {
+            (k, ov) for k, ov in latest.items()
+        }, f"write {n} ({fake.calls[n]})"
+        # Whatever is there was there before (compaction only removes), in order.
+        assert set(after) <= set(before) and after == sorted(after)
+        assert not [p for p in reopened.dir.iterdir() if p.suffix in (".cleaned", ".swap")]
+        reopened.close_handlers()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from moldau.metadata.store import (
     SessionExpiredError,
     SetDataOp,
     Stat,
+    StorePersistError,
     WatchedEvent,
     Watcher,
     parent_of,
@@ -150,10 +152,48 @@ class EmbeddedTree:
         return self._apply(ops, sid)
 
     def _apply(self, ops: Sequence[Op], sid: int) -> list[str | Stat | None]:
-        # Validate against a shadow view first so that a failing op changes nothing.
+        """All or nothing: ops are validated first, and if the new tree cannot be
+        written to disk every change is undone and StorePersistError raised, so
+        memory never holds what the file does not. Watches fire only after."""
         self._validate(ops)
+        before = self._zxid, self._saved_nodes(ops)
+        try:
+            return self._apply_validated(ops, sid)
+        except OSError as e:
+            self._zxid, saved = before
+            for path, node in saved.items():
+                if node is None:
+                    self._nodes.pop(path, None)
+                else:
+                    self._nodes[path] = node
+            raise StorePersistError(f"metadata store could not save a change: {e}") from e
+
+    def _saved_nodes(self, ops: Sequence[Op]) -> dict[str, _Node | None]:
+        """Copies of every node the ops may change: their paths, their parents, and
+        the paths sequential creates will take (None: absent before)."""
+        saved: dict[str, _Node | None] = {}
+        next_seq: dict[str, int] = {}
+        for op in ops:
+            paths = [op.path, parent_of(op.path)]
+            if isinstance(op, CreateOp) and op.sequential:
+                parent = parent_of(op.path)
+                parent_node = self._nodes.get(parent)
+                seq = next_seq.get(parent, parent_node.seq if parent_node else 0)
+                next_seq[parent] = seq + 1
+                paths.append(f"{op.path}{seq:010d}")
+            for path in paths:
+                if path not in saved:
+                    node = self._nodes.get(path)
+                    saved[path] = (
+                        None
+                        if node is None
+                        else dataclasses.replace(node, children=set(node.children))
+                    )
+        return saved
+
+    def _apply_validated(self, ops: Sequence[Op], sid: int) -> list[str | Stat | None]:
         results: list[str | Stat | None] = []
-        fired: list[tuple[list[Watcher], WatchedEvent]] = []
+        fired: list[tuple[dict[str, list[Watcher]], str, EventType]] = []
         persist = False
         for op in ops:
             self._zxid += 1
@@ -167,8 +207,8 @@ class EmbeddedTree:
                 self._nodes[path] = _Node(op.data, 0, 0, owner, self._zxid, self._zxid)
                 parent.children.add(path.rsplit("/", 1)[1])
                 parent.cversion += 1
-                fired.append(self._take(self._data_watches, path, EventType.CREATED))
-                fired.append(self._take(self._child_watches, parent_of(path), EventType.CHILD))
+                fired.append((self._data_watches, path, EventType.CREATED))
+                fired.append((self._child_watches, parent_of(path), EventType.CHILD))
                 persist = persist or not op.ephemeral or op.sequential
                 results.append(path)
             elif isinstance(op, SetDataOp):
@@ -176,7 +216,7 @@ class EmbeddedTree:
                 node.data = op.data
                 node.version += 1
                 node.mzxid = self._zxid
-                fired.append(self._take(self._data_watches, op.path, EventType.CHANGED))
+                fired.append((self._data_watches, op.path, EventType.CHANGED))
                 persist = persist or node.ephemeral_owner == 0
                 results.append(node.stat())
             elif isinstance(op, DeleteOp):
@@ -184,16 +224,16 @@ class EmbeddedTree:
                 parent = self._nodes[parent_of(op.path)]
                 parent.children.discard(op.path.rsplit("/", 1)[1])
                 parent.cversion += 1
-                fired.append(self._take(self._data_watches, op.path, EventType.DELETED))
-                fired.append(self._take(self._child_watches, op.path, EventType.DELETED))
-                fired.append(self._take(self._child_watches, parent_of(op.path), EventType.CHILD))
+                fired.append((self._data_watches, op.path, EventType.DELETED))
+                fired.append((self._child_watches, op.path, EventType.DELETED))
+                fired.append((self._child_watches, parent_of(op.path), EventType.CHILD))
                 persist = persist or node.ephemeral_owner == 0
                 results.append(None)
             else:
                 results.append(None)
         if persist:
             self._persist()
-        self._deliver(fired)
+        self._deliver([self._take(table, path, kind) for table, path, kind in fired])
         return results
 
     def _validate(self, ops: Sequence[Op]) -> None:

@@ -45,6 +45,11 @@ class SessionExpiredError(StoreError):
     pass
 
 
+class StorePersistError(StoreError):
+    """The store could not make a change durable (e.g. the embedded store's disk is
+    full); the change was not applied."""
+
+
 class Stat(NamedTuple):
     version: int  # data version: bumps on every set
     cversion: int  # child version: bumps on every child create/delete

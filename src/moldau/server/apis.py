@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from moldau.metadata.store import StorePersistError
 from moldau.protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
 from moldau.protocol.codec import (
     RequestHeader,
@@ -122,6 +123,10 @@ class KafkaApis:
             return self._error(header, e.code, str(e))
         except CloseConnection:
             raise
+        except StorePersistError as e:
+            # Kafka answers a failed ZooKeeper write the same way; nothing was changed.
+            log.error("%s v%d: %s", ApiKey(key).name, version, e)
+            return self._error(header, ErrorCode.unknown_server_error, str(e))
         except Exception:
             log.exception("unexpected error handling %s v%d", ApiKey(key).name, version)
             return self._error(header, ErrorCode.unknown_server_error, "unexpected error")
