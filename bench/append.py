@@ -7,7 +7,9 @@ side in one run (e.g. this tree and an earlier commit checked out elsewhere).
     .venv/bin/python bench/append.py --variant before=/tmp/before/src
 
 Each variant runs in its own process (`PYTHONPATH` set to its src/), in turns, so
-the machine's drift hits them alike; the median of the rounds is reported.
+the machine's drift hits them alike; the median of the rounds is reported. To time
+the CPU work without the disk's writeback, put the logs on tmpfs:
+`APPEND_BENCH_DIR=/dev/shm`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def measure(record: int, per_batch: int, batches: int) -> float:
     batch = memoryview(
         build_batch([(None, b"x" * record)] * per_batch, timestamp=int(time.time() * 1000))
     )
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("APPEND_BENCH_DIR")) as d:
         log = Log.open(
             Path(d) / "t-0", TopicPartition("t", 0), LogConfig(segment_bytes=256 << 20),
             SYSTEM_CLOCK, had_clean_shutdown=True,
@@ -74,7 +76,7 @@ def main() -> None:
     variants = [("this tree", here)] + [tuple(v.split("=", 1)) for v in args.variant]
     print(f"{args.batches} batches per run, median of {args.rounds} rounds, "
           f"{os.cpu_count()} cores")  # fmt: skip
-    print("| variant | batch | batches/s | MB/s | vs this tree |")
+    print("| variant | batch | batches/s | MB/s | speed relative to this tree |")
     print("|---|---|---|---|---|")
     for name, record, per_batch in CASES:
         times: dict[str, list[float]] = {v: [] for v, _ in variants}

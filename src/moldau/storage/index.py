@@ -103,13 +103,6 @@ class _Index:
         self._open_fd()
         os.ftruncate(self._fd, n * self.entry_size)
 
-    def truncate_to_entries(self, n: int) -> None:
-        """Keep the first `n` entries (undoing a failed append), in memory first,
-        then in the file."""
-        self._ensure_loaded()
-        self._drop_from(n)
-        self._truncate_entries(n)
-
     # -- implemented by the two kinds ----------------------------------------------------
 
     def _decode(self, data: bytes) -> None:
@@ -119,9 +112,6 @@ class _Index:
         raise NotImplementedError
 
     def _count(self) -> int:
-        raise NotImplementedError
-
-    def _drop_from(self, n: int) -> None:
         raise NotImplementedError
 
 
@@ -145,10 +135,6 @@ class OffsetIndex(_Index):
 
     def _count(self) -> int:
         return len(self._offsets)
-
-    def _drop_from(self, n: int) -> None:
-        del self._offsets[n:]
-        del self._positions[n:]
 
     @property
     def last_offset(self) -> int:
@@ -180,10 +166,10 @@ class OffsetIndex(_Index):
         """Remove the entries for offsets >= `offset`."""
         self._ensure_loaded()
         i = bisect_right(self._offsets, offset - 1)
-        if i < len(self._offsets):
-            del self._offsets[i:]
-            del self._positions[i:]
-            self._truncate_entries(i)
+        del self._offsets[i:]
+        del self._positions[i:]
+        # Always cut the file: a failed append may have left part of an entry there.
+        self._truncate_entries(i)
 
     def sanity_check(self) -> None:
         self._ensure_loaded()
@@ -214,10 +200,6 @@ class TimeIndex(_Index):
 
     def _count(self) -> int:
         return len(self._offsets)
-
-    def _drop_from(self, n: int) -> None:
-        del self._timestamps[n:]
-        del self._offsets[n:]
 
     @property
     def last_entry(self) -> tuple[int, int] | None:
@@ -253,10 +235,9 @@ class TimeIndex(_Index):
         """Remove the entries for offsets >= `offset`."""
         self._ensure_loaded()
         i = bisect_right(self._offsets, offset - 1)
-        if i < len(self._offsets):
-            del self._timestamps[i:]
-            del self._offsets[i:]
-            self._truncate_entries(i)
+        del self._timestamps[i:]
+        del self._offsets[i:]
+        self._truncate_entries(i)  # also a partial entry a failed append left
 
     def sanity_check(self) -> None:
         self._ensure_loaded()

@@ -392,7 +392,7 @@ class Log:
                     self._fsync_segments(last + 1)
                 self.leader_epoch_cache.assign(epoch, first)
             except OSError:
-                self._undo_append(segment, mark, epoch)
+                self._undo_append(segment, mark, first, epoch)
                 raise
         except OSError as e:
             raise self.failure_channel.fail(self.log_dir, f"append to {self.tp}", e) from e
@@ -403,9 +403,9 @@ class Log:
         if flush:
             self._flushed(last + 1)
 
-    def _undo_append(self, segment: LogSegment, mark: SegmentMark, epoch: int) -> None:
+    def _undo_append(self, segment: LogSegment, mark: SegmentMark, first: int, epoch: int) -> None:
         try:
-            segment.rollback(mark)
+            segment.rollback(mark, first)
             if epoch > self.leader_epoch_cache.latest_epoch:
                 # The checkpoint may have been renamed into place before the failure
                 # (its directory's fsync): put back what memory still says.

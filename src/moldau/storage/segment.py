@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from moldau.protocol.records import (
     HEADER_SIZE,
@@ -71,13 +72,11 @@ class BatchPosition:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentMark:
-    """What a segment looked like before an append, so a failed append can be undone."""
+class SegmentMark(NamedTuple):
+    """What a segment looked like before an append, so a failed append can be undone
+    (a NamedTuple: it is taken on every append, and cheap to make)."""
 
     size: int
-    offset_index_entries: int
-    time_index_entries: int
     bytes_since_last_index_entry: int
     max_timestamp: int
     offset_of_max_timestamp: int
@@ -180,8 +179,6 @@ class LogSegment:
     def mark(self) -> SegmentMark:
         return SegmentMark(
             self.size,
-            self.offset_index.entries,
-            self.time_index.entries,
             self.bytes_since_last_index_entry,
             self._max_timestamp,
             self._offset_of_max_timestamp,
@@ -189,10 +186,11 @@ class LogSegment:
             self.rolling_based_timestamp,
         )
 
-    def rollback(self, mark: SegmentMark) -> None:
-        """Undo what appends did since `mark`: memory first, then the files (the log
-        is cut back, so no later append lands after a partial batch). May raise
-        OSError if the files cannot be cut; memory is restored regardless."""
+    def rollback(self, mark: SegmentMark, first_offset: int) -> None:
+        """Undo an append of offsets from `first_offset` on, made after `mark`: memory
+        first, then the files (the log is cut back, so no later append lands after
+        a partial batch, and index entries for those offsets go). May raise OSError
+        if the files cannot be cut; memory is restored regardless."""
         self.size = mark.size
         self.bytes_since_last_index_entry = mark.bytes_since_last_index_entry
         self._max_timestamp = mark.max_timestamp
@@ -203,8 +201,8 @@ class LogSegment:
             if os.fstat(self._fd).st_size != mark.size:
                 os.ftruncate(self._fd, mark.size)
         finally:
-            self.offset_index.truncate_to_entries(mark.offset_index_entries)
-            self.time_index.truncate_to_entries(mark.time_index_entries)
+            self.offset_index.truncate_to(first_offset)
+            self.time_index.truncate_to(first_offset)
 
     def _track(
         self, largest_offset: int, largest_ts: int, offset_of_ts: int, position: int, size: int
