@@ -5,6 +5,8 @@ import uuid
 import pytest
 from hypothesis import settings
 
+from tests.integration.tmpfs import tmpfs  # noqa: F401 (a fixture)
+
 # Timing is a benchmark's business, not a test's: a property test on a loaded CI
 # machine must not fail because one example ran slowly.
 settings.register_profile("moldau", deadline=None, print_blob=True)

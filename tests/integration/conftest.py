@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from moldau.testing.process import BrokerProcess
-from tests.integration.tmpfs import tmpfs  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="session")

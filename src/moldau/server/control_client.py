@@ -47,6 +47,11 @@ class NetworkTransport:
     async def send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
         try:
             return await asyncio.wait_for(self._send(broker_id, request), self._timeout_s)
+        except asyncio.IncompleteReadError as e:
+            # The broker closed the connection (e.g. it restarted since the last
+            # request): a connection error, which the channel retries on a new one.
+            self._drop(broker_id)
+            raise ConnectionError(f"broker {broker_id} closed the connection") from e
         except BaseException:
             # A half-read response leaves the stream unusable: start afresh next time.
             self._drop(broker_id)
