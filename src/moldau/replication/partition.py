@@ -1,6 +1,14 @@
 """Partition: one topic-partition's replication state on this broker (Kafka's
 Partition): its log, whether this broker leads it, the leader epoch, the assigned
 replicas and the ISR, what each follower has fetched, and the high watermark.
+
+As leader it owns the ISR rules: a follower's fetch updates what is known of it
+(`update_follower_fetch_state`), may add it to the ISR, and may move the high
+watermark; `maybe_shrink_isr` drops followers that stopped catching up. ISR changes
+are proposed to the controller with AlterPartition (through `alter_partition`) and
+take effect when it confirms; the high watermark = min LEO over the maximal ISR,
+and only moves forward. Every method returns whether the HW moved, so the caller
+can complete delayed requests.
 """
 
 from __future__ import annotations
@@ -9,6 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 from uuid import UUID
 
 from moldau.clock import Clock
@@ -19,6 +28,15 @@ from moldau.protocol.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
+)
+from moldau.replication.isr import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    CommittedIsr,
+    IsrState,
+    PendingExpandIsr,
+    PendingShrinkIsr,
+    RemoteReplica,
 )
 from moldau.storage.log import FetchDataInfo, Log, LogAppendInfo
 from moldau.storage.log_config import LogConfig
@@ -40,14 +58,14 @@ class FetchIsolation(Enum):
     TXN_COMMITTED = "txn_committed"  # consumers, read_committed
 
 
-@dataclass(slots=True)
-class RemoteReplica:
-    """What the leader knows of a follower."""
+class AlterPartitionSender(Protocol):
+    """Sends a proposed ISR to the controller (Kafka's AlterPartitionManager) and
+    calls back with its answer. It retries what failed on the way (no controller,
+    a lost connection) itself: the callback hears only the controller's answer."""
 
-    broker_id: int
-    log_end_offset: int = -1
-    last_caught_up_time_ms: int = 0
-    last_fetch_time_ms: int = 0
+    def submit(
+        self, item: AlterPartitionItem, on_result: Callable[[AlterPartitionResult], None]
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +85,8 @@ class Partition:
         log_manager: LogManager,
         log_config: Callable[[str], LogConfig],
         clock: Clock,
+        replica_lag_time_max_ms: int = 30_000,
+        alter_partition: AlterPartitionSender | None = None,
     ) -> None:
         self.tp = tp
         self.local_broker_id = local_broker_id
@@ -80,9 +100,22 @@ class Partition:
         self.partition_epoch = -1
         self.controller_epoch = -1
         self.assigned_replicas: list[int] = []
-        self.isr: frozenset[int] = frozenset()
+        self.isr_state: IsrState = CommittedIsr(frozenset())
         self.high_watermark = 0
         self.remote_replicas: dict[int, RemoteReplica] = {}
+        # The log end offset when this broker's leader epoch began: a follower joins
+        # the ISR only once it has everything from before it led (Kafka's
+        # leaderEpochStartOffsetOpt).
+        self.leader_epoch_start_offset = -1
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_partition = alter_partition
+        # Called when an ISR change the controller confirmed moved the HW.
+        self.on_high_watermark_moved: Callable[[Partition], None] | None = None
+
+    @property
+    def isr(self) -> frozenset[int]:
+        """The committed ISR (what the controller confirmed)."""
+        return self.isr_state.isr
 
     @property
     def is_leader(self) -> bool:
@@ -114,15 +147,19 @@ class Partition:
         self.topic_id = topic_id or self.topic_id
         self.controller_epoch = state.controller_epoch
         self.assigned_replicas = list(state.replicas)
-        self.isr = frozenset(state.isr)
+        self.isr_state = CommittedIsr(frozenset(state.isr))
         self.partition_epoch = state.partition_epoch
+        now = self.clock.monotonic_ms()
+        remotes = {
+            r: self.remote_replicas.get(r) or RemoteReplica(r)
+            for r in state.replicas
+            if r != self.local_broker_id
+        }
+        self.remote_replicas = remotes
         if is_new_epoch:
-            now = self.clock.monotonic_ms()
-            self.remote_replicas = {
-                r: RemoteReplica(r, last_caught_up_time_ms=now)
-                for r in state.replicas
-                if r != self.local_broker_id
-            }
+            for remote in remotes.values():
+                remote.reset(now, lg.log_end_offset, remote.broker_id in state.isr)
+            self.leader_epoch_start_offset = lg.log_end_offset
             lg.assign_leader_epoch(state.leader_epoch, lg.log_end_offset)
             log.debug(
                 "%s: leader in epoch %d at offset %d, ISR %s",
@@ -143,7 +180,7 @@ class Partition:
         self.topic_id = topic_id or self.topic_id
         self.controller_epoch = state.controller_epoch
         self.assigned_replicas = list(state.replicas)
-        self.isr = frozenset(state.isr)
+        self.isr_state = CommittedIsr(frozenset(state.isr))
         self.partition_epoch = state.partition_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -153,21 +190,126 @@ class Partition:
     # -- high watermark ------------------------------------------------------------------
 
     def maybe_increment_leader_hw(self) -> bool:
-        """HW = min LEO over the ISR. It only moves forward; returns whether it moved."""
+        """HW = min LEO over the maximal ISR (a follower being added counts at once).
+        It only moves forward; returns whether it moved."""
         if self.log is None or not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        for r in self.isr:
+        maximal = self.isr_state.maximal_isr
+        for r in maximal:
             if r == self.local_broker_id:
                 continue
             remote = self.remote_replicas.get(r)
             if remote is None or remote.log_end_offset < 0:
-                return False
+                return False  # not heard from since this epoch began
             new_hw = min(new_hw, remote.log_end_offset)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True
         return False
+
+    # -- followers and the ISR (leader only) --------------------------------------------
+
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, start_offset: int, now_ms: int
+    ) -> bool:
+        """A follower fetched from `fetch_offset`: record it, maybe add it to the ISR,
+        maybe move the HW (returned)."""
+        remote = self.remote_replicas.get(replica_id)
+        if remote is None or self.log is None or not self.is_leader:
+            return False
+        before = remote.log_end_offset
+        remote.update_fetch_state(fetch_offset, start_offset, now_ms, self.log.log_end_offset)
+        self._maybe_expand_isr(remote)
+        return remote.log_end_offset != before and self.maybe_increment_leader_hw()
+
+    def _maybe_expand_isr(self, remote: RemoteReplica) -> None:
+        """A follower not in the ISR that has reached the HW, and everything from
+        before this leader's epoch, joins it (Kafka's maybeExpandIsr)."""
+        state = self.isr_state
+        if (
+            state.is_inflight
+            or self.alter_partition is None
+            or remote.broker_id in state.isr
+            or remote.log_end_offset < self.high_watermark
+            or remote.log_end_offset < self.leader_epoch_start_offset
+        ):
+            return
+        proposed = state.isr | {remote.broker_id}
+        self._propose(PendingExpandIsr(remote.broker_id, proposed, CommittedIsr(state.isr)))
+
+    def maybe_shrink_isr(self) -> None:
+        """Followers that have not caught up within replica.lag.time.max.ms leave the
+        ISR (Kafka's maybeShrinkIsr; the broker calls this periodically)."""
+        state = self.isr_state
+        if state.is_inflight or self.alter_partition is None or self.log is None:
+            return
+        if not self.is_leader:
+            return
+        now = self.clock.monotonic_ms()
+        leo = self.log.log_end_offset
+        out = frozenset(
+            r
+            for r in state.isr
+            if r != self.local_broker_id
+            and (
+                (remote := self.remote_replicas.get(r)) is None
+                or not remote.is_caught_up(leo, now, self.replica_lag_time_max_ms)
+            )
+        )
+        if out:
+            log.info(
+                "%s: shrinking ISR %s: %s not caught up within %d ms",
+                self.tp, sorted(state.isr), sorted(out), self.replica_lag_time_max_ms,
+            )  # fmt: skip
+            self._propose(PendingShrinkIsr(out, state.isr - out, CommittedIsr(state.isr)))
+
+    def _propose(self, pending: PendingExpandIsr | PendingShrinkIsr) -> None:
+        assert self.alter_partition is not None
+        self.isr_state = pending
+        item = AlterPartitionItem(
+            self.tp.topic,
+            self.tp.partition,
+            self.leader_epoch,
+            tuple(sorted(pending.proposed_isr)),
+            self.partition_epoch,
+        )
+        self.alter_partition.submit(item, lambda result: self._on_alter_partition(pending, result))
+
+    def _on_alter_partition(
+        self, pending: PendingExpandIsr | PendingShrinkIsr, result: AlterPartitionResult
+    ) -> None:
+        moved = self.handle_alter_partition_result(pending, result)
+        if moved and self.on_high_watermark_moved is not None:
+            self.on_high_watermark_moved(self)
+
+    def handle_alter_partition_result(
+        self, pending: PendingExpandIsr | PendingShrinkIsr, result: AlterPartitionResult
+    ) -> bool:
+        """Apply the controller's answer to `pending` (Kafka's
+        handleAlterPartitionUpdate/Error). Returns whether the HW moved."""
+        if self.isr_state is not pending:
+            return False  # a LeaderAndIsr replaced the state meanwhile
+        if result.error_code != ErrorCode.none:
+            if result.error_code in (
+                ErrorCode.operation_not_attempted,
+                ErrorCode.ineligible_replica,
+            ):
+                # The controller says it did not apply it: the old ISR stands.
+                self.isr_state = pending.last_committed
+            else:
+                # Stale epochs and the like: a LeaderAndIsr with the newer state is
+                # on its way; until then no other change is proposed.
+                log.info("%s: AlterPartition refused: %s", self.tp, ErrorCode(result.error_code))
+            return False
+        if result.leader_epoch != self.leader_epoch:
+            return False  # an answer about another epoch
+        if result.partition_epoch < self.partition_epoch:
+            return False
+        self.isr_state = CommittedIsr(frozenset(result.isr))
+        self.partition_epoch = result.partition_epoch
+        log.info("%s: ISR is now %s", self.tp, sorted(result.isr))
+        return self.maybe_increment_leader_hw()
 
     # -- produce -------------------------------------------------------------------------
 
@@ -259,6 +401,11 @@ class Partition:
         if found is None or found[1] >= last_fetchable:
             return None
         return found[0], found[1], cache.epoch_for_offset(found[1])
+
+    def stop(self) -> None:
+        """StopReplica: this broker neither leads nor follows it any more."""
+        self.leader_id = -1
+        self.remote_replicas = {}
 
     def mark_offline(self) -> None:
         """Its log directory failed: no log, no leader, nothing known of followers."""

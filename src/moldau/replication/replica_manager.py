@@ -25,7 +25,12 @@ from moldau.protocol.errors import (
 )
 from moldau.protocol.produce import ProducePartitionResponse
 from moldau.replication.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
-from moldau.replication.partition import FetchIsolation, LogReadInfo, Partition
+from moldau.replication.partition import (
+    AlterPartitionSender,
+    FetchIsolation,
+    LogReadInfo,
+    Partition,
+)
 from moldau.replication.purgatory import DelayedOperationPurgatory, Timer
 from moldau.storage.checkpoint import OffsetCheckpointFile
 from moldau.storage.log import EMPTY, FetchDataInfo
@@ -61,6 +66,7 @@ class FetchPartitionRead:
     fetch_offset: int
     current_leader_epoch: int
     max_bytes: int
+    log_start_offset: int = -1  # a follower's, as its fetch says
     error: ErrorCode = ErrorCode.none
     info: LogReadInfo | None = None
 
@@ -73,8 +79,12 @@ class ReplicaManager:
         clock: Clock,
         timer: Timer,
         log_config: Callable[[str], LogConfig],
+        replica_lag_time_max_ms: int = 30_000,
+        alter_partition: AlterPartitionSender | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_partition = alter_partition
         self.log_manager = log_manager
         self.clock = clock
         self.log_config = log_config
@@ -133,11 +143,28 @@ class ReplicaManager:
                 was_leader = partition.is_leader
                 partition.mark_offline()
                 if was_leader:
-                    for listener in self.on_leadership_change:
-                        listener(tp, False)
-            self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
+                    self._leadership_changed(tp, False)
+            self._complete_delayed(tp)
         return gone
+
+    def _leadership_changed(self, tp: TopicPartition, is_leader: bool) -> None:
+        for listener in self.on_leadership_change:
+            listener(tp, is_leader)
+
+    def _complete_delayed(self, tp: TopicPartition) -> None:
+        """Something changed that waiting produces and fetches of `tp` must see."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _on_high_watermark_moved(self, partition: Partition) -> None:
+        self._complete_delayed(partition.tp)
+
+    def shrink_isrs(self) -> None:
+        """Drop followers that stopped catching up from the ISRs this broker leads
+        (Kafka's isr-expiration task, every replica.lag.time.max.ms / 2)."""
+        for partition in list(self.partitions.values()):
+            if partition.is_leader:
+                partition.maybe_shrink_isr()
 
     def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
         """Why this broker has no partition `tp`."""
@@ -193,8 +220,10 @@ class ReplicaManager:
             partition = self.partitions.get(tp)
             if partition is None:
                 partition = Partition(
-                    tp, self.broker_id, self.log_manager, self.log_config, self.clock
-                )
+                    tp, self.broker_id, self.log_manager, self.log_config, self.clock,
+                    self.replica_lag_time_max_ms, self.alter_partition,
+                )  # fmt: skip
+                partition.on_high_watermark_moved = self._on_high_watermark_moved
                 self.partitions[tp] = partition
             elif state.leader_epoch < partition.leader_epoch:
                 errors.append(
@@ -215,17 +244,14 @@ class ReplicaManager:
                 self.partitions.pop(tp, None)
                 self.offline_partitions.add(tp)
                 if was_leader:
-                    for listener in self.on_leadership_change:
-                        listener(tp, False)
+                    self._leadership_changed(tp, False)
                 errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error))
                 continue
             errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
             if was_leader != partition.is_leader:
-                for listener in self.on_leadership_change:
-                    listener(tp, partition.is_leader)
+                self._leadership_changed(tp, partition.is_leader)
             # Waiting requests must learn of the change.
-            self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
+            self._complete_delayed(tp)
         self.checkpoint_high_watermarks()
         return LeaderAndIsrResponse(ErrorCode.none, tuple(errors))
 
@@ -244,18 +270,15 @@ class ReplicaManager:
                 self.partitions.pop(tp, None)
                 if partition is not None:
                     if partition.is_leader:
-                        for listener in self.on_leadership_change:
-                            listener(tp, False)
-                    partition.leader_id = -1
+                        self._leadership_changed(tp, False)
+                    partition.stop()
                 self._hw_checkpoints.pop(tp, None)
                 self.log_manager.delete_log(tp)
             elif partition is not None:
                 if partition.is_leader:
-                    for listener in self.on_leadership_change:
-                        listener(tp, False)
-                partition.leader_id = -1
-            self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
+                    self._leadership_changed(tp, False)
+                partition.stop()
+            self._complete_delayed(tp)
             errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
         return StopReplicaResponse(ErrorCode.none, tuple(errors))
 
@@ -335,8 +358,11 @@ class ReplicaManager:
                     fetch_only_from_leader=True,
                     min_one_message=min_one,
                 )
-                if params.is_from_follower:
-                    self._update_follower_fetch_state(partition, params.replica_id, p.fetch_offset)
+                if params.is_from_follower and partition.update_follower_fetch_state(
+                    params.replica_id, p.fetch_offset, p.log_start_offset,
+                    self.clock.monotonic_ms(),
+                ):  # fmt: skip
+                    self._complete_delayed(p.tp)
                 read.info = info
                 size = info.data.size
                 limit = max(0, limit - size)
@@ -356,21 +382,6 @@ class ReplicaManager:
                     )
             out.append(read)
         return out
-
-    def _update_follower_fetch_state(
-        self, partition: Partition, replica_id: int, offset: int
-    ) -> None:
-        remote = partition.remote_replicas.get(replica_id)
-        if remote is None:
-            return
-        now = self.clock.monotonic_ms()
-        remote.log_end_offset = offset
-        remote.last_fetch_time_ms = now
-        if partition.log is not None and offset >= partition.log.log_end_offset:
-            remote.last_caught_up_time_ms = now
-        if partition.maybe_increment_leader_hw():
-            self.produce_purgatory.check_and_complete(partition.tp)
-            self.fetch_purgatory.check_and_complete(partition.tp)
 
     def bytes_available(self, params: FetchParams, p: FetchPartitionRead) -> int:
         """Bytes a delayed fetch could now return for `p`; -1 if the partition's

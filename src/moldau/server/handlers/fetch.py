@@ -58,6 +58,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                     p.fetch_offset,
                     p.current_leader_epoch if version >= 9 else -1,
                     p.partition_max_bytes,
+                    p.log_start_offset if version >= 5 else -1,
                 )
             )
         layout.append((name, getattr(t, "topic_id", None), tps))
