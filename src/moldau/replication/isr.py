@@ -76,20 +76,15 @@ class CommittedIsr:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingExpandIsr:
-    """AlterPartition sent to add `new_member`; it already counts for the HW."""
+class _PendingIsrChange:
+    """An AlterPartition sent, not yet answered: the committed ISR still holds."""
 
-    new_member: int
     proposed_isr: frozenset[int]
     last_committed: CommittedIsr
 
     @property
     def isr(self) -> frozenset[int]:
         return self.last_committed.isr
-
-    @property
-    def maximal_isr(self) -> frozenset[int]:
-        return self.last_committed.isr | {self.new_member}
 
     @property
     def is_inflight(self) -> bool:
@@ -97,24 +92,25 @@ class PendingExpandIsr:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingShrinkIsr:
-    """AlterPartition sent to drop `out_of_sync`; they still count for the HW."""
+class PendingExpandIsr(_PendingIsrChange):
+    """Adding `new_member`: it already counts for the HW."""
 
-    out_of_sync: frozenset[int]
-    proposed_isr: frozenset[int]
-    last_committed: CommittedIsr
+    new_member: int
 
     @property
-    def isr(self) -> frozenset[int]:
-        return self.last_committed.isr
+    def maximal_isr(self) -> frozenset[int]:
+        return self.last_committed.isr | {self.new_member}
+
+
+@dataclass(frozen=True, slots=True)
+class PendingShrinkIsr(_PendingIsrChange):
+    """Dropping `out_of_sync`: they still count for the HW until it is confirmed."""
+
+    out_of_sync: frozenset[int]
 
     @property
     def maximal_isr(self) -> frozenset[int]:
         return self.last_committed.isr
-
-    @property
-    def is_inflight(self) -> bool:
-        return True
 
 
 IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr

@@ -236,7 +236,7 @@ class Partition:
         ):
             return
         proposed = state.isr | {remote.broker_id}
-        self._propose(PendingExpandIsr(remote.broker_id, proposed, CommittedIsr(state.isr)))
+        self._propose(PendingExpandIsr(proposed, CommittedIsr(state.isr), remote.broker_id))
 
     def maybe_shrink_isr(self) -> None:
         """Followers that have not caught up within replica.lag.time.max.ms leave the
@@ -262,7 +262,7 @@ class Partition:
                 "%s: shrinking ISR %s: %s not caught up within %d ms",
                 self.tp, sorted(state.isr), sorted(out), self.replica_lag_time_max_ms,
             )  # fmt: skip
-            self._propose(PendingShrinkIsr(out, state.isr - out, CommittedIsr(state.isr)))
+            self._propose(PendingShrinkIsr(state.isr - out, CommittedIsr(state.isr), out))
 
     def _propose(self, pending: PendingExpandIsr | PendingShrinkIsr) -> None:
         assert self.alter_partition is not None
