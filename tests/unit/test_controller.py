@@ -17,6 +17,7 @@ from moldau.metadata import znodes as z
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.embedded import EmbeddedTree
 from moldau.protocol.control import (
+    AlterPartitionItem,
     ControlRequest,
     ControlResponse,
     LeaderAndIsrRequest,
@@ -27,6 +28,7 @@ from moldau.protocol.control import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from moldau.protocol.errors import ErrorCode
 from moldau.storage.partition_name import TopicPartition
 
 
@@ -221,3 +223,61 @@ def test_a_controller_whose_epoch_was_taken_writes_nothing_more_in_it(tmp_path: 
         assert state.controller_epoch == 6  # written in the new epoch, not the stale one
 
     run(tmp_path, 2, body)
+
+
+def test_a_leader_changes_its_isr_through_alter_partition(tmp_path: Path) -> None:
+    """Kafka's processAlterPartition: a valid proposal is written conditionally and
+    every broker hears of it; stale or wrong proposals get Kafka's error codes."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2, 3]})
+        active = c.active()
+        before = (await c.state("t", 0)).leader_and_isr
+        assert (before.leader, before.isr) == (1, (1, 2, 3))
+        epoch_of = {b: r.epoch for b, r in active.ctx.live_brokers.items()}
+
+        def item(isr: tuple[int, ...], leader_epoch: int = 0, partition_epoch: int = -1) -> Any:
+            pe = before.partition_epoch if partition_epoch < 0 else partition_epoch
+            return AlterPartitionItem("t", 0, leader_epoch, isr, pe)
+
+        async def ask(broker: int, *items: Any, epoch: int | None = None) -> Any:
+            return await active.alter_partition(
+                broker, epoch_of[broker] if epoch is None else epoch, items
+            )
+
+        error, results = await ask(1, item((1, 2)))
+        assert error == ErrorCode.none
+        [result] = results
+        assert result.error_code == ErrorCode.none
+        assert (result.leader_id, result.isr) == (1, (1, 2))
+        assert result.partition_epoch == before.partition_epoch + 1
+        after = (await c.state("t", 0)).leader_and_isr
+        assert (after.isr, after.leader_epoch) == ((1, 2), before.leader_epoch)
+        await c.settle()
+        for b in c.brokers.values():
+            last = [s for r in b.of(UpdateMetadataRequest) for s in r.partition_states][-1]
+            assert last.isr == (1, 2)
+        # The same proposal again (a retry whose answer was lost): the current state.
+        [again] = (await ask(1, item((1, 2))))[1]
+        assert (again.error_code, again.partition_epoch) == (ErrorCode.none, after.partition_epoch)
+
+        assert (await ask(1, item((1, 2, 3)), epoch=epoch_of[1] + 1))[0] == (
+            ErrorCode.stale_broker_epoch
+        )
+        codes = [
+            (await ask(1, item((1, 2, 3), leader_epoch=5)))[1][0].error_code,
+            (await ask(1, item((1, 2, 3))))[1][0].error_code,  # old partition epoch
+            (await ask(2, item((1, 2, 3), partition_epoch=after.partition_epoch)))[1][0].error_code,
+        ]
+        assert codes == [
+            ErrorCode.fenced_leader_epoch,
+            ErrorCode.invalid_update_version,
+            ErrorCode.invalid_request,  # only the leader proposes
+        ]
+        await c.kill_broker(3)
+        [dead] = (await ask(1, item((1, 2, 3), partition_epoch=after.partition_epoch)))[1]
+        assert dead.error_code == ErrorCode.ineligible_replica
+        other = next(ctl for ctl in c.controllers.values() if not ctl.is_active)
+        assert (await other.alter_partition(1, epoch_of[1], ()))[0] == ErrorCode.not_controller
+
+    run(tmp_path, 3, body)

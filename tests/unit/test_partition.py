@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from moldau.clock import FakeClock
-from moldau.protocol.control import LeaderAndIsrPartitionState
+from moldau.protocol.control import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    LeaderAndIsrPartitionState,
+)
 from moldau.protocol.errors import ErrorCode, NotEnoughReplicasError
 from moldau.protocol.records import build_batch
 from moldau.replication.isr import (
-    AlterPartitionItem,
-    AlterPartitionResult,
     CommittedIsr,
     PendingExpandIsr,
     PendingShrinkIsr,
@@ -47,16 +49,16 @@ class Controller:
 
     def accept(self) -> AlterPartitionItem:
         item, on_result = self.proposals.pop(0)
-        on_result(
-            AlterPartitionResult(
-                ErrorCode.none, LEADER, item.leader_epoch, item.new_isr, item.partition_epoch + 1
-            )
-        )
+        result = AlterPartitionResult(
+            "t", 0, ErrorCode.none, LEADER, item.leader_epoch, item.new_isr,
+            item.partition_epoch + 1,
+        )  # fmt: skip
+        on_result(result)
         return item
 
     def refuse(self, error: ErrorCode) -> None:
         _, on_result = self.proposals.pop(0)
-        on_result(AlterPartitionResult(error))
+        on_result(AlterPartitionResult("t", 0, error))
 
 
 @pytest.fixture

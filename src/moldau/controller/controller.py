@@ -20,6 +20,7 @@ from moldau.controller.channel import (
 )
 from moldau.controller.context import ControllerContext, PartitionReplica
 from moldau.controller.events import (
+    AlterPartitionReceived,
     BrokerChange,
     ControllerChange,
     ControllerEvent,
@@ -35,8 +36,15 @@ from moldau.controller.partition_state_machine import PartitionStateMachine
 from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
 from moldau.metadata.client import ControllerMovedError, MetadataClient
-from moldau.metadata.store import WatchedEvent
-from moldau.protocol.control import ControlResponse, LeaderAndIsrResponse, StopReplicaResponse
+from moldau.metadata.store import BadVersionError, WatchedEvent
+from moldau.metadata.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from moldau.protocol.control import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    ControlResponse,
+    LeaderAndIsrResponse,
+    StopReplicaResponse,
+)
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
@@ -111,6 +119,8 @@ class Controller:
             await self._elect()
             return
         if not self.is_active:
+            if isinstance(event, AlterPartitionReceived) and not event.answer.done():
+                event.answer.set_result((ErrorCode.not_controller, ()))
             return
         if isinstance(event, BrokerChange):
             await self._process_broker_change()
@@ -126,6 +136,8 @@ class Controller:
             await self._process_log_dir_events()
         elif isinstance(event, LeaderAndIsrResponseReceived):
             await self._process_leader_and_isr_response(event.broker_id, event.response)
+        elif isinstance(event, AlterPartitionReceived):
+            await self._process_alter_partition(event)
 
     # -- watches (they only enqueue) -----------------------------------------------------
 
@@ -308,6 +320,95 @@ class Controller:
         if not led:
             self.batch.add_update_metadata(ctx.live_broker_ids, [])
         self.batch.send()
+
+    # -- ISR changes from leaders (AlterPartition) ---------------------------------------
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, items: tuple[AlterPartitionItem, ...]
+    ) -> tuple[ErrorCode, tuple[AlterPartitionResult, ...]]:
+        """A leader's ISR proposals, answered once the event queue has processed them."""
+        if not self.is_active:
+            return ErrorCode.not_controller, ()
+        answer: asyncio.Future[tuple[ErrorCode, tuple[AlterPartitionResult, ...]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.enqueue(AlterPartitionReceived(broker_id, broker_epoch, items, answer))
+        return await answer
+
+    async def _process_alter_partition(self, event: AlterPartitionReceived) -> None:
+        """Kafka's processAlterPartition (ZooKeeper mode): each proposal is checked
+        against what the controller knows, written conditionally, and the brokers
+        learn the new ISRs through UpdateMetadata."""
+        ctx = self.ctx
+        registration = ctx.live_brokers.get(event.broker_id)
+        if registration is None or registration.epoch != event.broker_epoch:
+            event.answer.set_result((ErrorCode.stale_broker_epoch, ()))
+            return
+        results = []
+        updated = []
+        try:
+            for item in event.items:
+                tp = TopicPartition(item.topic, item.partition)
+                result = await self._alter_partition(event.broker_id, tp, item)
+                results.append(result)
+                if result.error_code == ErrorCode.none:
+                    updated.append(tp)
+        finally:
+            if updated:
+                self.batch.add_update_metadata(ctx.live_broker_ids, updated)
+                self.batch.send()
+            if not event.answer.done():
+                results += [
+                    AlterPartitionResult(item.topic, item.partition, ErrorCode.unknown_server_error)
+                    for item in event.items[len(results) :]
+                ]
+                event.answer.set_result((ErrorCode.none, tuple(results)))
+
+    async def _alter_partition(
+        self, broker_id: int, tp: TopicPartition, item: AlterPartitionItem
+    ) -> AlterPartitionResult:
+        ctx = self.ctx
+
+        def error(code: ErrorCode) -> AlterPartitionResult:
+            return AlterPartitionResult(tp.topic, tp.partition, code)
+
+        leadership = ctx.leadership.get(tp)
+        if leadership is None or ctx.is_topic_queued_for_deletion(tp.topic):
+            return error(ErrorCode.unknown_topic_or_partition)
+        li = leadership.leader_and_isr
+        if item.leader_epoch != li.leader_epoch:
+            return error(ErrorCode.fenced_leader_epoch)
+        if broker_id != li.leader:
+            return error(ErrorCode.invalid_request)
+        if sorted(item.new_isr) == sorted(li.isr):
+            # Already applied (a retry whose answer was lost): checked before the
+            # partition epoch, as Kafka does, to keep retries idempotent.
+            return self._result(tp, li)
+        if item.partition_epoch != li.partition_epoch:
+            return error(ErrorCode.invalid_update_version)
+        assigned = ctx.assignments.get(tp, [])
+        if any(
+            r not in assigned
+            or not ctx.is_replica_online(r, tp)
+            or r in ctx.shutting_down_broker_ids
+            for r in item.new_isr
+        ):
+            return error(ErrorCode.ineligible_replica)
+        proposed = LeaderIsrAndControllerEpoch(li.new_isr(item.new_isr), ctx.epoch)
+        try:
+            written = await self.client.update_partition_state(tp, proposed, ctx.epoch_zk_version)
+        except BadVersionError:
+            return error(ErrorCode.invalid_update_version)
+        ctx.leadership[tp] = LeaderIsrAndControllerEpoch(written, ctx.epoch)
+        log.info("%s: ISR %s -> %s (asked by broker %d)", tp, li.isr, written.isr, broker_id)
+        return self._result(tp, written)
+
+    @staticmethod
+    def _result(tp: TopicPartition, li: LeaderAndIsr) -> AlterPartitionResult:
+        return AlterPartitionResult(
+            tp.topic, tp.partition, ErrorCode.none, li.leader, li.leader_epoch, li.isr,
+            li.partition_epoch,
+        )  # fmt: skip
 
     # -- log directory failures (KIP-112) ------------------------------------------------
 

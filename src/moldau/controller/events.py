@@ -3,9 +3,16 @@ broker responses only enqueue these."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
-from moldau.protocol.control import LeaderAndIsrResponse, StopReplicaResponse
+from moldau.protocol.control import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    LeaderAndIsrResponse,
+    StopReplicaResponse,
+)
+from moldau.protocol.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,17 @@ class LeaderAndIsrResponseReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterPartitionReceived:
+    """A leader proposes new ISRs; `answer` gets the top-level error and each
+    partition's result."""
+
+    broker_id: int
+    broker_epoch: int
+    items: tuple[AlterPartitionItem, ...]
+    answer: asyncio.Future[tuple[ErrorCode, tuple[AlterPartitionResult, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
     response: StopReplicaResponse
@@ -65,4 +83,5 @@ ControllerEvent = (
     | TopicDeletionStopReplicaResponseReceived
     | LogDirEventNotification
     | LeaderAndIsrResponseReceived
+    | AlterPartitionReceived
 )

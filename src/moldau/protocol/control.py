@@ -1,6 +1,7 @@
 """Controller-to-broker requests: LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6),
 with the field shapes of Kafka 3.x's JSON schemas (kio lacks them: Kafka 4.0
 removed them). In embedded mode they are delivered in-process as these objects.
+Also the items of AlterPartition (56), the leader's ISR proposals to the controller.
 """
 
 from __future__ import annotations
@@ -117,6 +118,30 @@ class UpdateMetadataRequest:
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataResponse:
     error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition's proposed ISR, as an AlterPartition request carries it."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """The controller's answer for one partition: an error, or the state it wrote."""
+
+    topic: str
+    partition: int
+    error_code: int
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
 
 
 ControlRequest = LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest

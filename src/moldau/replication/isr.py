@@ -114,25 +114,3 @@ class PendingShrinkIsr(_PendingIsrChange):
 
 
 IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionItem:
-    """One partition's proposed ISR, as an AlterPartition request carries it."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    new_isr: tuple[int, ...]
-    partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionResult:
-    """The controller's answer for one partition: an error, or the state it wrote."""
-
-    error_code: int
-    leader_id: int = -1
-    leader_epoch: int = -1
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = -1

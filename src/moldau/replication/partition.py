@@ -21,7 +21,11 @@ from typing import Protocol
 from uuid import UUID
 
 from moldau.clock import Clock
-from moldau.protocol.control import LeaderAndIsrPartitionState
+from moldau.protocol.control import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    LeaderAndIsrPartitionState,
+)
 from moldau.protocol.errors import (
     ErrorCode,
     FencedLeaderEpochError,
@@ -30,8 +34,6 @@ from moldau.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from moldau.replication.isr import (
-    AlterPartitionItem,
-    AlterPartitionResult,
     CommittedIsr,
     IsrState,
     PendingExpandIsr,
