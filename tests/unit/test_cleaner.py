@@ -186,3 +186,25 @@ def test_a_cleaner_write_that_fails_anywhere_loses_no_latest_value(
         assert set(after) <= set(before) and after == sorted(after)
         assert not [p for p in reopened.dir.iterdir() if p.suffix in (".cleaned", ".swap")]
         reopened.close_handlers()
+
+
+def test_a_log_deleted_while_the_cleaner_works_on_it_is_not_a_disk_failure(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Deleting a topic renames its directory under a cleaner pass in progress: the
+    pass stops, and the log directory stays online."""
+    from moldau.protocol.errors import KafkaError
+    from moldau.storage.log_manager import LogManager
+
+    manager = LogManager([tmp_path], clock, 1)
+    config = LogConfig(compact=True, delete=False, segment_bytes=600)
+    log = manager.get_or_create_log(TP, config)
+    for i in range(40):
+        write(log, clock, b"k%d" % (i % 4), b"v%d" % i)
+    steps = clean(log, 0, clock.milliseconds())
+    next(steps)
+    manager.delete_log(TP)
+    with pytest.raises(KafkaError):
+        run(steps)
+    assert manager.failure_channel.offline_dirs == []
+    assert manager.live_log_dirs == [tmp_path.resolve()]

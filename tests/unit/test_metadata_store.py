@@ -69,9 +69,13 @@ def test_a_broker_waits_out_an_old_registration_of_its_id_then_registers() -> No
 def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A full disk under the embedded store: the caller gets StorePersistError, and
-    memory, watches and the file all stay as they were (no silent divergence)."""
-    from moldau.metadata.store import CreateOp, SetDataOp, StorePersistError
+    """A full disk under the embedded store, failing at each write of a save in turn
+    (the temp file, its fsync, the rename, the directory's fsync): the caller gets
+    StorePersistError, and memory, watches and the file all stay as they were."""
+    import json
+    from collections.abc import Awaitable, Callable
+
+    from moldau.metadata.store import CreateOp, DeleteOp, SetDataOp, StorePersistError
     from tests.faults import failing_os
 
     async def run() -> None:
@@ -80,27 +84,35 @@ def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
         await s.create("/a", b"1")
         await s.create("/seq", b"")
         await s.create("/seq/n-", b"", sequential=True)
-        saved = (tmp_path / "metadata.json").read_bytes()
+        await s.create("/c", b"")
+        saved = json.loads((tmp_path / "metadata.json").read_bytes())
         fired: list[object] = []
         await s.get("/a", fired.append)
         await s.get_children("/seq", fired.append)
-        for change in (
-            s.set("/a", b"2"),
-            s.create("/b", b"x"),
-            s.create("/seq/n-", b"", sequential=True),
-            s.multi([SetDataOp("/a", b"3"), CreateOp("/seq/n-", b"", sequential=True)]),
-            s.delete("/a"),
-        ):
-            with failing_os(monkeypatch, fail_at=0), pytest.raises(StorePersistError):
-                await change
-            await settle()
-            assert fired == []
-            assert (await s.get("/a"))[0] == b"1"
-            assert (await s.get("/a"))[1].version == 0
-            assert await s.exists("/b") is None
-            assert await s.get_children("/seq") == ["n-0000000000"]
-            assert (tmp_path / "metadata.json").read_bytes() == saved
-            assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata.json"]
+        changes: list[Callable[[], Awaitable[object]]] = [
+            lambda: s.set("/a", b"2"),
+            lambda: s.create("/b", b"x"),
+            lambda: s.create("/seq/n-", b"", sequential=True),
+            lambda: s.multi(
+                [SetDataOp("/a", b"3"), CreateOp("/seq/n-", b"", sequential=True), DeleteOp("/c")]
+            ),
+            lambda: s.delete("/a"),
+        ]
+        with failing_os(monkeypatch) as probe:
+            await s.set("/c", b"")
+        saved = json.loads((tmp_path / "metadata.json").read_bytes())
+        for change in changes:
+            for n in range(len(probe.calls)):
+                with failing_os(monkeypatch, fail_at=n), pytest.raises(StorePersistError):
+                    await change()
+                await settle()
+                assert fired == []
+                data, stat = await s.get("/a")
+                assert (data, stat.version) == (b"1", 0)
+                assert await s.exists("/b") is None and await s.exists("/c") is not None
+                assert await s.get_children("/seq") == ["n-0000000000"]
+                assert json.loads((tmp_path / "metadata.json").read_bytes()) == saved
+                assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata.json"]
         # Space comes back: the next change works, numbering where it left off.
         assert await s.create("/seq/n-", b"", sequential=True) == "/seq/n-0000000001"
         await settle()

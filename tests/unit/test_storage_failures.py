@@ -100,8 +100,21 @@ def log_bytes(directory: Path) -> bytes:
 def memory_state(log: Log) -> object:
     return (
         log.log_end_offset,
-        [(s.base_offset, s.size) for s in log.segments if s.size],
-        [(s.offset_index.entries, s.time_index.entries) for s in log.segments if s.size],
+        log.recovery_point,
+        [
+            (
+                s.base_offset,
+                s.size,
+                s.offset_index.entries,
+                s.time_index.entries,
+                s.max_timestamp_so_far,
+                s.offset_of_max_timestamp,
+                s.rolling_based_timestamp,
+                s.bytes_since_last_index_entry,
+            )
+            for s in log.segments
+            if s.size
+        ],
         log.leader_epoch_cache.entries,
         {pid: list(e.batches) for pid, e in log.producer_state.producers.items()},
     )

@@ -96,7 +96,13 @@ class ControllerChannelManager:
             request, callback = await queue.get()
             if request is None:
                 return
-            response = await self._send_until_done(broker_id, queue, request)
+            try:
+                response = await self._send_until_done(broker_id, queue, request)
+            except Exception:
+                # A broker's handler failed in a way it should not have: log it and
+                # go on with the next request rather than go silent for this broker.
+                log.exception("%s to broker %d failed", type(request).__name__, broker_id)
+                continue
             if response is not None and callback is not None:
                 callback(broker_id, response)
 

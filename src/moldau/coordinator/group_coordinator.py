@@ -39,7 +39,7 @@ from moldau.coordinator.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.produce import ProducePartitionResponse
 from moldau.protocol.records import build_batch, iter_records
 from moldau.replication.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
@@ -277,6 +277,12 @@ class GroupCoordinator:
         """Rebuild the groups of one offsets partition from its log."""
         try:
             await self._load_groups(partition)
+        except KafkaError as e:
+            # Its log is unreadable (a failed log directory) or gone: this broker must
+            # not answer for these groups as if they were empty, so it stops owning
+            # the partition and clients look for the coordinator again.
+            log.error("cannot load the groups of %s-%d: %s", CONSUMER_OFFSETS, partition, e)
+            self._on_leadership_change(TopicPartition(CONSUMER_OFFSETS, partition), False)
         finally:
             # Even a load that failed must not leave the partition "loading" for good.
             self.loading.discard(partition)

@@ -166,6 +166,12 @@ class EmbeddedTree:
                     self._nodes.pop(path, None)
                 else:
                     self._nodes[path] = node
+            # The new file may already be in place (its directory's fsync failed after
+            # the rename): write the old state back, so the file says what memory says.
+            try:
+                self._persist()
+            except OSError as again:
+                log.error("metadata store: could not restore %s: %s", STATE_FILE, again)
             raise StorePersistError(f"metadata store could not save a change: {e}") from e
 
     def _saved_nodes(self, ops: Sequence[Op]) -> dict[str, _Node | None]:

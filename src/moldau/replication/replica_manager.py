@@ -135,15 +135,20 @@ class ReplicaManager:
         """Take the partitions of an offline log directory offline (Kafka's
         handleLogDirFailure); returns them. Waiting requests on them answer now."""
         gone = self.log_manager.handle_log_dir_failure(log_dir)
+        led = []
+        # Every partition goes offline before any waiting request is looked at again:
+        # one of those may also be waiting on another partition of this directory.
         for tp in gone:
             self.offline_partitions.add(tp)
             partition = self.partitions.pop(tp, None)
             self._hw_checkpoints.pop(tp, None)
             if partition is not None:
-                was_leader = partition.is_leader
+                if partition.is_leader:
+                    led.append(tp)
                 partition.mark_offline()
-                if was_leader:
-                    self._leadership_changed(tp, False)
+        for tp in led:
+            self._leadership_changed(tp, False)
+        for tp in gone:
             self._complete_delayed(tp)
         return gone
 
@@ -273,7 +278,16 @@ class ReplicaManager:
                         self._leadership_changed(tp, False)
                     partition.stop()
                 self._hw_checkpoints.pop(tp, None)
-                self.log_manager.delete_log(tp)
+                try:
+                    self.log_manager.delete_log(tp)
+                except KafkaStorageError:
+                    # Its directory failed on the way: the deletion is not done.
+                    self.offline_partitions.add(tp)
+                    self._complete_delayed(tp)
+                    errors.append(
+                        PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error)
+                    )
+                    continue
             elif partition is not None:
                 if partition.is_leader:
                     self._leadership_changed(tp, False)
@@ -401,4 +415,7 @@ class ReplicaManager:
             return -1
         if end <= p.fetch_offset:
             return 0
-        return lg.read(p.fetch_offset, p.max_bytes, end, True).size
+        try:
+            return lg.read(p.fetch_offset, p.max_bytes, end, True).size
+        except KafkaError:
+            return -1  # its directory failed, or it was deleted: answer now

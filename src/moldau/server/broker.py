@@ -31,7 +31,7 @@ from moldau.protocol.control import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaStorageError
+from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server.admin_manager import AdminManager
@@ -220,9 +220,11 @@ class Broker:
     def _topics_on_disk(self) -> set[str]:
         topics = set()
         for d in self.log_manager.log_dirs:
-            if not d.exists():
-                continue
-            for path in d.iterdir():
+            try:
+                paths = list(d.iterdir()) if d.exists() else []
+            except OSError:
+                continue  # unreadable: LogManager.startup takes it offline
+            for path in paths:
                 if path.is_dir():
                     with contextlib.suppress(ValueError):
                         topics.add(TopicPartition.parse_dir_name(path.name).topic)
@@ -280,8 +282,8 @@ class Broker:
                     result = fn()
                     if asyncio.iscoroutine(result):
                         await result
-                except KafkaStorageError as e:
-                    # Its log directory went offline; that was logged, with its cause.
+                except KafkaError as e:
+                    # E.g. a log directory went offline (logged there, with its cause).
                     log.warning("broker %d: %s: %s", self.broker_id, name, e)
                 except Exception:
                     # One failed round must not stop the chore for the broker's lifetime.
@@ -312,11 +314,13 @@ class Broker:
                     result = done.value
                 except OSError as e:
                     # The cleaner's own writes (.cleaned segments) count as the log
-                    # directory's I/O: it goes offline (Kafka's LogCleaner).
-                    self.failure_channel.fail(lg.log_dir, f"cleaning {tp}", e)
+                    # directory's I/O: it goes offline (Kafka's LogCleaner), unless
+                    # the log was deleted under it.
+                    if not lg.closed:
+                        self.failure_channel.fail(lg.log_dir, f"cleaning {tp}", e)
                     continue
-                except KafkaStorageError:
-                    continue  # its directory is offline
+                except KafkaError:
+                    continue  # deleted meanwhile, or its directory is offline
                 if result is None:
                     continue
                 cleaned_any = True
@@ -347,13 +351,20 @@ class Broker:
             log.error("%s", self.failure)
             self.failed.set()
             return
-        try:
-            await self.client.propagate_log_dir_event(self.broker_id)
-        except StoreError as e:
-            log.error(
-                "broker %d: could not tell the controller that %s failed: %s",
-                self.broker_id, log_dir, e,
-            )  # fmt: skip
+        backoff = 0.5
+        while True:
+            try:
+                await self.client.propagate_log_dir_event(self.broker_id)
+                return
+            except StoreError as e:
+                # E.g. the embedded store's own disk is the one that failed: keep
+                # trying, the controller must learn of it.
+                log.error(
+                    "broker %d: could not tell the controller that %s failed: %s",
+                    self.broker_id, log_dir, e,
+                )  # fmt: skip
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
 
     def _retention(self) -> None:
         deleted = self.log_manager.cleanup_logs(self.replica_manager.high_watermark)
@@ -362,8 +373,13 @@ class Broker:
 
     async def _flush(self) -> None:
         for lg, offset in self.log_manager.logs_due_for_flush():
-            # fsync blocks: keep it off the event loop.
-            await asyncio.to_thread(lg.flush, offset)
+            try:
+                # fsync blocks: keep it off the event loop.
+                await asyncio.to_thread(lg.flush, offset)
+            except KafkaError as e:
+                # One log's directory failed (logged there) or it was deleted: the
+                # others are still flushed.
+                log.warning("broker %d: flush: %s", self.broker_id, e)
 
     def _checkpoint_offsets(self) -> None:
         self.log_manager.checkpoint()

@@ -153,10 +153,20 @@ class Connection(asyncio.Protocol):
         assert transport is not None
         for part in parts:
             if isinstance(part, FileRecords):
-                if part.size >= SENDFILE_MIN_BYTES and self.server.use_sendfile:
-                    await self._sendfile(part)
-                else:
-                    transport.write(part.read())
+                try:
+                    if part.size >= SENDFILE_MIN_BYTES and self.server.use_sendfile:
+                        await self._sendfile(part)
+                    else:
+                        transport.write(part.read())
+                except OSError as e:
+                    # The segment could not be read (a failing disk): the response is
+                    # cut short, so the connection cannot be used any more (Kafka too).
+                    log.warning(
+                        "reading records for %s:%d failed: %s; closing connection",
+                        self.client.host, self.client.port, e,
+                    )  # fmt: skip
+                    self.close()
+                    return
             else:
                 transport.write(part)  # type: ignore[arg-type]
         if not self._can_write.is_set():

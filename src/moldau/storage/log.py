@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import struct
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from moldau.protocol.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
+    UnknownTopicOrPartitionError,
 )
 from moldau.protocol.records import (
     ATTR_TIMESTAMP_TYPE,
@@ -61,6 +63,13 @@ from moldau.storage.segment import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class LogClosedError(UnknownTopicOrPartitionError):
+    """The log was deleted, closed, or its directory failed: work on it stops. An
+    I/O error it causes (a file renamed away, a descriptor closed) says nothing about
+    the disk."""
+
 
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _CRC = struct.Struct(">I")
@@ -146,6 +155,11 @@ class Log:
         # The log directory this partition lives in: an I/O error takes all of it offline.
         self.log_dir = directory.parent
         self.failure_channel = failure_channel or LogDirFailureChannel()
+        # Set by `retire`: no more I/O through this log (its files stay open until
+        # `close_handlers`, so reads already handed out keep working).
+        self.closed = False
+        # A flush on a worker thread and closing the files never overlap.
+        self._flush_lock = threading.Lock()
         self.tp = tp
         self.config = config
         self.clock = clock
@@ -261,11 +275,26 @@ class Log:
     def _io(self, action: str) -> Iterator[None]:
         """Storage I/O of this log: refused while its directory is offline, and an
         OSError takes the directory offline and becomes KafkaStorageError."""
-        self.failure_channel.check(self.log_dir)
+        self._check_open()
         try:
             yield
         except OSError as e:
-            raise self.failure_channel.fail(self.log_dir, f"{action} {self.tp}", e) from e
+            raise self._storage_error(f"{action} {self.tp}", e) from e
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogClosedError(f"the log of {self.tp} is closed")
+        self.failure_channel.check(self.log_dir)
+
+    def _storage_error(self, action: str, error: OSError) -> Exception:
+        if self.closed:  # retired while this ran: not the disk's doing
+            return LogClosedError(f"the log of {self.tp} was closed during {action}")
+        return self.failure_channel.fail(self.log_dir, action, error)
+
+    def retire(self) -> None:
+        """Stop all I/O through this log (it is being deleted, or its directory
+        failed); the files stay open until `close_handlers`."""
+        self.closed = True
 
     # -- offsets -------------------------------------------------------------------------
 
@@ -381,7 +410,7 @@ class Log:
         """Write one batch at the log end, all or nothing: if a write fails (the log,
         an index, the epoch checkpoint, an fsync), the log is left as it was, in
         memory and on disk, and its directory goes offline."""
-        self.failure_channel.check(self.log_dir)
+        self._check_open()
         flush = self._unflushed_messages + header.records_count >= self.config.flush_messages
         try:
             segment = self._maybe_roll(size, max_ts, last, now)
@@ -395,7 +424,7 @@ class Log:
                 self._undo_append(segment, mark, first, epoch)
                 raise
         except OSError as e:
-            raise self.failure_channel.fail(self.log_dir, f"append to {self.tp}", e) from e
+            raise self._storage_error(f"append to {self.tp}", e) from e
         self._leo = last + 1
         self._remember_boundary(self._leo, segment, position + size)
         self.producer_state.update(header, first, last)
@@ -761,8 +790,11 @@ class Log:
         target = self._leo if up_to is None else min(up_to, self._leo)
         if target <= self.recovery_point and up_to is not None:
             return
-        with self._io("flush of"):
-            self._fsync_segments(target)
+        with self._flush_lock:
+            if self.closed:
+                return  # deleted or offline meanwhile: nothing to make durable
+            with self._io("flush of"):
+                self._fsync_segments(target)
         self._flushed(target)
 
     def _fsync_segments(self, target: int) -> None:
@@ -781,21 +813,26 @@ class Log:
             seg.index_interval_bytes = config.index_interval_bytes
 
     def close(self) -> None:
-        with self._io("close of"):
+        """A clean close: the producer state snapshot and the time indexes' last
+        entries are written, then the files closed."""
+        with self._flush_lock, self._io("close of"):
             for _, seg in self._pending_deletes:
                 seg.delete_files()
             self._pending_deletes = []
             self.producer_state.take_snapshot()
             for seg in self.segments:
                 seg.close()
+            self.closed = True
 
     def close_handlers(self) -> None:
-        """Close the files without writing anything (a log of an offline directory,
-        or one about to be deleted)."""
-        for _, seg in self._pending_deletes:
-            seg.close_handlers()
-        for seg in self.segments:
-            seg.close_handlers()
+        """Close the files without writing anything (a deleted log, one of an offline
+        directory)."""
+        with self._flush_lock:
+            self.closed = True
+            for _, seg in self._pending_deletes:
+                seg.close_handlers()
+            for seg in self.segments:
+                seg.close_handlers()
 
     def delete(self) -> None:
         """Remove all of the log's files (the directory itself is the caller's)."""

@@ -56,7 +56,11 @@ class LogManager:
         self.pending_flushes: list[tuple[Log, int]] = []
         # partition -> first offset the log cleaner has not compacted yet
         self.cleaner_checkpoints: dict[TopicPartition, int] = {}
-        self._doomed_dirs: list[tuple[int, Path]] = []
+        # Deleted logs: (when to remove, renamed directory, the retired log whose
+        # files stay open until then, for reads already handed out).
+        self._doomed_dirs: list[tuple[int, Path, Log]] = []
+        # Logs of offline directories: retired, their files closed at shutdown.
+        self._offline_logs: list[Log] = []
 
     # -- start-up and shutdown ----------------------------------------------------------
 
@@ -181,11 +185,11 @@ class LogManager:
                 lg.close()
             except KafkaStorageError as e:
                 log.error("shutdown: %s", e)
-        for lg in self.logs.values():
-            if self.failure_channel.is_offline(lg.log_dir):
-                lg.close_handlers()
+        for lg in [*self.logs.values(), *self._offline_logs]:
+            lg.close_handlers()  # those that could not close cleanly
         self.checkpoint()
-        for _, path in self._doomed_dirs:
+        for _, path, lg in self._doomed_dirs:
+            lg.close_handlers()
             with self.io_or_offline(path.parent, "removing a deleted log"):
                 remove_log_dir(path)
         for log_dir in self.live_log_dirs:
@@ -193,17 +197,20 @@ class LogManager:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
-        """Drop the logs of an offline directory, closing their files without writing
-        anything; returns their partitions."""
+        """Drop the logs of an offline directory: no more I/O through them, nothing
+        written (their files are closed at shutdown); returns their partitions."""
         gone = [tp for tp, d in self._dir_of.items() if d == log_dir]
         for tp in gone:
             del self._dir_of[tp]
             lg = self.logs.pop(tp, None)
             if lg is not None:
-                lg.close_handlers()
+                lg.retire()
+                self._offline_logs.append(lg)
                 self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
             self.cleaner_checkpoints.pop(tp, None)
-        self._doomed_dirs = [(due, p) for due, p in self._doomed_dirs if p.parent != log_dir]
+        for doomed in [d for d in self._doomed_dirs if d[1].parent == log_dir]:
+            self._doomed_dirs.remove(doomed)
+            self._offline_logs.append(doomed[2])
         if gone:
             log.error("stopped serving %d partitions in offline log dir %s", len(gone), log_dir)
         return gone
@@ -256,13 +263,18 @@ class LogManager:
             return
         self.cleaner_checkpoints.pop(tp, None)
         self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
-        lg.close_handlers()
+        # Retired, not closed: a fetch answer being sent from its files may finish.
+        lg.retire()
         doomed = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        with self.io(log_dir, f"deleting the log of {tp}"):
-            os.replace(lg.dir, doomed)
-            fsync_dir(log_dir)
+        try:
+            with self.io(log_dir, f"deleting the log of {tp}"):
+                os.replace(lg.dir, doomed)
+                fsync_dir(log_dir)
+        except KafkaStorageError:
+            self._offline_logs.append(lg)
+            raise
         self._doomed_dirs.append(
-            (self.clock.milliseconds() + lg.config.file_delete_delay_ms, doomed)
+            (self.clock.milliseconds() + lg.config.file_delete_delay_ms, doomed, lg)
         )
 
     def _on_roll(self, lg: Log, offset: int) -> None:
@@ -285,12 +297,13 @@ class LogManager:
             with contextlib.suppress(KafkaStorageError):  # logged as the dir goes offline
                 lg.delete_expired_files(now)
         keep = []
-        for due, path in self._doomed_dirs:
+        for due, path, lg in self._doomed_dirs:
             if due <= now:
+                lg.close_handlers()
                 with self.io_or_offline(path.parent, "removing a deleted log"):
                     remove_log_dir(path)
             else:
-                keep.append((due, path))
+                keep.append((due, path, lg))
         self._doomed_dirs = keep
 
     def logs_due_for_flush(self) -> list[tuple[Log, int | None]]:

@@ -1,0 +1,83 @@
+"""ReplicaManager when a log directory fails (Kafka's handleLogDirFailure): its
+partitions answer KAFKA_STORAGE_ERROR, waiting requests answer at once, the other
+directory's partitions keep serving, and a LeaderAndIsr for a partition whose log
+was there is refused rather than given a new empty log elsewhere."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from moldau.clock import FakeClock
+from moldau.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.produce import ProducePartitionResponse
+from moldau.protocol.records import build_batch
+from moldau.replication.partition import FetchIsolation
+from moldau.replication.purgatory import ManualTimer
+from moldau.replication.replica_manager import FetchParams, FetchPartitionRead, ReplicaManager
+from moldau.storage.log_config import LogConfig
+from moldau.storage.log_manager import LogManager
+from moldau.storage.partition_name import TopicPartition
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+def leader_and_isr(*tps: TopicPartition, is_new: bool = True) -> LeaderAndIsrRequest:
+    states = tuple(
+        LeaderAndIsrPartitionState(tp.topic, tp.partition, 1, 1, 0, (1,), 0, (1,), is_new=is_new)
+        for tp in tps
+    )
+    return LeaderAndIsrRequest(0, 1, 1, states, {}, ())
+
+
+def produce(rm: ReplicaManager, tp: TopicPartition) -> ProducePartitionResponse:
+    got: dict[TopicPartition, ProducePartitionResponse] = {}
+    rm.append_records(1, 1000, {tp: memoryview(build_batch([(b"k", b"v")]))}, got.update)
+    return got[tp]
+
+
+def test_a_failed_directory_takes_only_its_partitions_offline(tmp_path: Path) -> None:
+    clock = FakeClock()
+    dirs = [tmp_path / "one", tmp_path / "two"]
+    logs = LogManager(dirs, clock, 1)
+    logs.startup(lambda _: LogConfig(), "cluster")
+    rm = ReplicaManager(1, logs, clock, ManualTimer(clock), lambda _: LogConfig())
+    rm.startup()
+    # Each new log goes to the directory with the fewest: find where each went.
+    rm.become_leader_or_follower(leader_and_isr(A0, A1, B0))
+    where = {tp: logs.logs[tp].log_dir for tp in (A0, A1, B0)}
+    failed = where[A0]
+    on_failed = {tp for tp, d in where.items() if d == failed}
+    healthy = next(tp for tp, d in where.items() if d != failed)
+
+    # A consumer waits on every partition; the failed directory's come first, the
+    # one taken offline last listed first.
+    answered: list[list[FetchPartitionRead]] = []
+    params = FetchParams(-1, 10_000, 1 << 20, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+    order = [tp for tp in (A0, A1, B0) if tp in on_failed]
+    reads = [FetchPartitionRead(tp, 0, -1, 1 << 20) for tp in [*reversed(order), healthy]]
+    rm.fetch_messages(params, reads, answered.append)
+    assert answered == []
+
+    logs.failure_channel.fail(failed, "a test", OSError(errno.EIO, "Input/output error"))
+    assert set(rm.handle_log_dir_failure(failed)) == on_failed
+    # The waiting fetch answered at once, with Kafka's code for the failed ones.
+    [got] = answered
+    assert {r.tp: r.error for r in got} == {
+        **{tp: ErrorCode.kafka_storage_error for tp in on_failed},
+        healthy: ErrorCode.none,
+    }
+    for tp in on_failed:
+        assert produce(rm, tp).error_code == ErrorCode.kafka_storage_error
+    assert produce(rm, healthy).error_code == ErrorCode.none
+    # The controller asks again (a LeaderAndIsr probe): refused per partition, and
+    # no new log is made for them in the healthy directory.
+    response = rm.become_leader_or_follower(leader_and_isr(*on_failed, healthy, is_new=False))
+    codes = {(e.topic, e.partition): e.error_code for e in response.partition_errors}
+    assert codes == {
+        **{(tp.topic, tp.partition): ErrorCode.kafka_storage_error for tp in on_failed},
+        (healthy.topic, healthy.partition): ErrorCode.none,
+    }
+    assert set(logs.logs) == {healthy}
+    logs.shutdown()
