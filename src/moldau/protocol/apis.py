@@ -36,6 +36,7 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
 
@@ -47,6 +48,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.METADATA: (0, 12),
     # Controller-to-broker requests, one version each (protocol/control_wire.py).
     ApiKey.LEADER_AND_ISR: (5, 5),
+    # Leader -> controller ISR changes; v2 names topics by id.
+    ApiKey.ALTER_PARTITION: (2, 2),
     ApiKey.STOP_REPLICA: (3, 3),
     ApiKey.UPDATE_METADATA: (7, 7),
     ApiKey.OFFSET_COMMIT: (2, 8),

@@ -130,6 +130,20 @@ def decode_request(header: RequestHeader, frame: memoryview, offset: int) -> Req
     return value
 
 
+def decode_response(api_key: int, api_version: int, body: memoryview) -> ResponsePayload:
+    """Decode a response body (for the requests a broker sends itself), with the
+    same bounds-checked reader as requests. Raises DecodeError for malformed bytes."""
+    cls = response_class(api_key, api_version)
+    if cls is None:
+        raise DecodeError(f"no schema for api {api_key} v{api_version} responses")
+    reader = _safe_reader(cls) if cls.__flexible__ else entity_reader(cls)
+    try:
+        value, _ = reader(body.toreadonly(), 0)
+    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, KeyError, IndexError) as e:
+        raise DecodeError(str(e) or type(e).__name__) from e
+    return value
+
+
 def response_header_bytes(header: RequestHeader) -> bytes:
     """Response header: correlation id, plus empty tagged fields (v1) for flexible
     responses, except ApiVersions whose response header is always v0."""

@@ -26,6 +26,7 @@ from moldau.protocol.codec import (
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.fetch import Part, part_size
 from moldau.protocol.wire import DecodeError, pack_i32
+from moldau.server.handlers.alter_partition import handle_alter_partition
 from moldau.server.handlers.api_versions import api_versions_response, handle_api_versions
 from moldau.server.handlers.configs import (
     handle_alter_configs,
@@ -96,6 +97,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.ALTER_PARTITION: handle_alter_partition,
 }
 
 # Advertise only what has a handler.

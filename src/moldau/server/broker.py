@@ -23,7 +23,12 @@ from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore, StoreError, WatchedEvent
 from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
+from moldau.protocol import alter_partition as ap
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import encode_body
 from moldau.protocol.control import (
+    AlterPartitionItem,
+    AlterPartitionResult,
     ControlRequest,
     ControlResponse,
     LeaderAndIsrRequest,
@@ -35,7 +40,9 @@ from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server.admin_manager import AdminManager
+from moldau.server.alter_partition_manager import AlterPartitionManager
 from moldau.server.apis import KafkaApis
+from moldau.server.control_client import NetworkTransport
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.network import SocketServer
 from moldau.server.topic_configs import TopicConfigs
@@ -101,9 +108,17 @@ class Broker:
         self.log_manager = LogManager(config.log_dirs, clock, self.broker_id, self.failure_channel)
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config
+        self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
+        # The link to the active controller when it runs elsewhere (AlterPartition).
+        self.controller_link = NetworkTransport(
+            self.broker_id,
+            lambda b: self.metadata_cache.endpoint(b, config["inter.broker.listener.name"]),
+            config["controller.socket.timeout.ms"],
         )
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config,
+            config["replica.lag.time.max.ms"], self.alter_partition_manager,
+        )  # fmt: skip
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
             self.replica_manager,
@@ -180,6 +195,7 @@ class Broker:
             self.transport.brokers[self.broker_id] = self
         await self._register()
         await self.controller.start()
+        self.alter_partition_manager.start()
         try:
             await asyncio.wait_for(self._metadata_ready.wait(), STARTUP_METADATA_TIMEOUT_S)
         except TimeoutError:
@@ -264,6 +280,11 @@ class Broker:
             self._checkpoint_offsets,
         )
         self._every("hw-checkpoint", HW_CHECKPOINT_INTERVAL_MS, self._checkpoint_hws)
+        self._every(
+            "isr-expiration",
+            config["replica.lag.time.max.ms"] // 2,
+            self.replica_manager.shrink_isrs,
+        )
         self._every("file-delete", FILE_DELETE_CHECK_INTERVAL_MS, self._delete_files)
         self._every("idle", IDLE_CHECK_INTERVAL_MS, self._close_idle)
         if config["log.cleaner.enable"]:
@@ -332,6 +353,30 @@ class Broker:
                 )  # fmt: skip
             if not cleaned_any:
                 await asyncio.sleep(backoff)
+
+    # -- ISR changes to the controller -------------------------------------------------
+
+    async def _send_alter_partition(
+        self, items: tuple[AlterPartitionItem, ...]
+    ) -> tuple[ErrorCode, list[AlterPartitionResult]]:
+        """To the active controller: this broker's own, or over the wire."""
+        if self.controller.is_active:
+            error, results = await self.controller.alter_partition(
+                self.broker_id, self.epoch, items
+            )
+            return error, list(results)
+        controller_id = self.metadata_cache.controller_id
+        if controller_id is None or controller_id == self.broker_id:
+            raise ConnectionError("no active controller known yet")
+        topic_ids = self.metadata_cache.topic_ids
+        if any(item.topic not in topic_ids for item in items):
+            raise ConnectionError("a topic id is not known yet")
+        request = ap.build_request(self.broker_id, self.epoch, items, topic_ids)
+        body = await self.controller_link.request(
+            controller_id, ApiKey.ALTER_PARTITION, ap.VERSION, encode_body(request)
+        )
+        response = ap.decode_response_body(body)
+        return ap.response_results(response, {v: k for k, v in topic_ids.items()})
 
     # -- log directory failures (Kafka's LogDirFailureHandler) ----------------------------
 
@@ -427,6 +472,8 @@ class Broker:
         for server in self.servers:
             await server.stop()
         await self.tasks.close()
+        await self.alter_partition_manager.close()
+        await self.controller_link.close()
         await self.controller.close()
         await self.topic_configs.close()
         await self.group_coordinator.close()

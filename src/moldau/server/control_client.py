@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from moldau.protocol.control import (
     ControlRequest,
@@ -22,6 +23,7 @@ from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
 Resolver = Callable[[int], tuple[str, int] | None]
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+T = TypeVar("T")
 
 
 class _Connection:
@@ -45,11 +47,19 @@ class NetworkTransport:
         self._connections: dict[int, _Connection] = {}
 
     async def send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
+        return await self._guarded(broker_id, self._send(broker_id, request))
+
+    async def request(self, broker_id: int, api_key: int, version: int, body: bytes) -> memoryview:
+        """Any request to `broker_id` (flexible versions): the response body. For the
+        requests a broker sends the controller (AlterPartition)."""
+        return await self._guarded(broker_id, self._exchange(broker_id, api_key, version, body))
+
+    async def _guarded(self, broker_id: int, work: Coroutine[Any, Any, T]) -> T:
         try:
-            return await asyncio.wait_for(self._send(broker_id, request), self._timeout_s)
+            return await asyncio.wait_for(work, self._timeout_s)
         except asyncio.IncompleteReadError as e:
             # The broker closed the connection (e.g. it restarted since the last
-            # request): a connection error, which the channel retries on a new one.
+            # request): a connection error, which the caller retries on a new one.
             self._drop(broker_id)
             raise ConnectionError(f"broker {broker_id} closed the connection") from e
         except BaseException:
@@ -58,8 +68,18 @@ class NetworkTransport:
             raise
 
     async def _send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
-        conn = await self._connection(broker_id)
         api_key, version, body = encode_request(request)
+        r = Reader(await self._exchange(broker_id, api_key, version, body))
+        try:
+            return decode_response(api_key, version, r, request_topic_ids(request))
+        except DecodeError as e:
+            raise ConnectionError(f"broker {broker_id} sent a malformed response: {e}") from e
+
+    async def _exchange(
+        self, broker_id: int, api_key: int, version: int, body: bytes
+    ) -> memoryview:
+        """Send one request (header v2) and return the response body."""
+        conn = await self._connection(broker_id)
         conn.correlation_id += 1
         header = Writer()
         header.int16(api_key)
@@ -77,10 +97,7 @@ class NetworkTransport:
         if r.int32() != conn.correlation_id:
             raise ConnectionError(f"broker {broker_id} answered another request")
         r.skip_tagged_fields()  # response header v1
-        try:
-            return decode_response(api_key, version, r, request_topic_ids(request))
-        except DecodeError as e:
-            raise ConnectionError(f"broker {broker_id} sent a malformed response: {e}") from e
+        return memoryview(frame)[r.pos :]
 
     async def _connection(self, broker_id: int) -> _Connection:
         address = self._resolve(broker_id)

@@ -76,11 +76,12 @@ class MetadataCache:
             return False
         return all(s.leader >= 0 and s.leader in self.brokers for s in parts.values())
 
-    def endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+    def endpoint(self, broker_id: int, listener: str | None) -> tuple[str, int] | None:
+        """Where `broker_id` listens on `listener` (None: its first listener)."""
         b = self.brokers.get(broker_id)
         if b is None:
             return None
         for ep in b.endpoints:
-            if ep.listener == listener:
+            if listener is None or ep.listener == listener:
                 return ep.host, ep.port
         return None
