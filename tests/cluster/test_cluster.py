@@ -10,9 +10,8 @@ import json
 import threading
 from collections.abc import Callable
 
-import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
@@ -68,16 +67,6 @@ def test_brokers_share_partitions_and_every_broker_knows_the_cluster(
     for partition in range(6):
         got = confluent_consume(cluster.brokers[1].bootstrap, topic_name, 30, partition)
         assert [g[3] for g in got] == values(30)
-
-
-def test_more_than_one_replica_is_refused_until_followers_replicate(
-    make_cluster: MakeCluster, topic_name: str
-) -> None:
-    cluster = make_cluster(2)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    future = admin.create_topics([NewTopic(topic_name, 1, 2)])[topic_name]
-    with pytest.raises(KafkaException, match="Replication factor 2 is not supported yet"):
-        future.result(timeout=30)
 
 
 def test_a_consumer_group_commits_and_resumes_across_brokers(

@@ -72,22 +72,6 @@ class NewTopic:
     configs: Mapping[str, str | None] | None = None
 
 
-# Followers do not replicate yet (the replication step): a partition with more than
-# one replica would never advance its high watermark, so its records would never be
-# readable. The broker refuses such topics rather than create them broken; the
-# controller itself handles any replication factor.
-MAX_REPLICATION_FACTOR = 1
-
-
-def _refuse_replication(partitions: Mapping[int, Sequence[int]], limit: int) -> None:
-    rf = max((len(r) for r in partitions.values()), default=1)
-    if rf > limit:
-        raise InvalidReplicationFactorError(
-            f"Replication factor {rf} is not supported yet: followers do not replicate, "
-            f"so at most {limit} replica per partition."
-        )
-
-
 class TopicAdmin:
     def __init__(self, client: MetadataClient) -> None:
         self.client = client
@@ -99,7 +83,6 @@ class TopicAdmin:
         default_partitions: int,
         default_replication_factor: int,
         validate_only: bool = False,
-        max_replication_factor: int | None = None,
     ) -> TopicAssignment:
         """Validate and (unless validate_only) create; returns the assignment."""
         validate_topic_name(topic.name)
@@ -138,8 +121,6 @@ class TopicAdmin:
             if rf <= 0:
                 raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
             partitions = assign_replicas_to_brokers(brokers, n, rf)
-        if max_replication_factor is not None:
-            _refuse_replication(partitions, max_replication_factor)
         assignment = TopicAssignment(uuid.uuid4(), partitions)
         if not validate_only:
             try:

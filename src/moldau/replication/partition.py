@@ -33,6 +33,7 @@ from moldau.protocol.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from moldau.protocol.records import LOG_OVERHEAD, BatchHeader, offset_and_length
 from moldau.replication.isr import (
     CommittedIsr,
     IsrState,
@@ -77,6 +78,8 @@ class LogReadInfo:
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
+    # (epoch, end offset) where a follower's log leaves the leader's (no data then)
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class Partition:
@@ -366,6 +369,7 @@ class Partition:
         isolation: FetchIsolation,
         fetch_only_from_leader: bool,
         min_one_message: bool,
+        last_fetched_epoch: int = -1,
     ) -> LogReadInfo:
         self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
         lg = self._local_log()
@@ -373,9 +377,77 @@ class Partition:
         # make a consumer see data above the HW it was told.
         hw = self.high_watermark
         leo = lg.log_end_offset
+        if last_fetched_epoch >= 0:
+            # Does the fetcher's log, which ends at `fetch_offset` in that epoch,
+            # agree with ours? If not, tell it where they part (Kafka's
+            # validateFetchOffsetAndEpoch), and send no data.
+            epoch, end = lg.leader_epoch_cache.end_offset_for(last_fetched_epoch, leo)
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                empty = FetchDataInfo(fetch_offset, b"")
+                return LogReadInfo(empty, hw, lg.log_start_offset, leo, hw, (epoch, end))
         max_offset = leo if isolation == FetchIsolation.LOG_END else hw
         data = lg.read(fetch_offset, max_bytes, max_offset, min_one_message)
         return LogReadInfo(data, hw, lg.log_start_offset, leo, hw)
+
+    # -- follower -----------------------------------------------------------------------
+
+    def append_records_to_follower(
+        self, records: bytes | memoryview | None, leader_hw: int, leader_log_start: int
+    ) -> None:
+        """Append what a fetch from the leader brought, batch by batch as the leader
+        wrote them (a cut-off last batch waits for the next fetch); the follower's HW
+        is the leader's, bounded by its own log end."""
+        lg = self._local_log()
+        if records:
+            view = memoryview(records)
+            pos = 0
+            while pos + LOG_OVERHEAD <= len(view):
+                _, length = offset_and_length(view, pos)
+                end = pos + LOG_OVERHEAD + length
+                if length <= 0 or end > len(view):
+                    break
+                batch = view[pos:end]
+                if BatchHeader.parse(batch).last_offset >= lg.log_end_offset:
+                    lg.append_as_follower(batch)
+                pos = end
+        if leader_log_start > lg.log_start_offset:
+            lg.maybe_increment_log_start_offset(leader_log_start)
+        self.high_watermark = max(0, min(leader_hw, lg.log_end_offset))
+
+    def truncate_to_diverging_epoch(self, epoch: int, end_offset: int) -> None:
+        """The leader says our log leaves its own after `end_offset` in `epoch`: cut
+        ours to where both agree (Kafka's truncateOnFetchResponse)."""
+        lg = self._local_log()
+        if end_offset < 0:
+            target = self.high_watermark  # the leader knows no epochs: all it can say
+        else:
+            own_epoch, own_end = lg.leader_epoch_cache.end_offset_for(epoch, lg.log_end_offset)
+            if own_epoch < 0:
+                target = min(end_offset, lg.log_end_offset)
+            elif own_epoch == epoch:
+                target = min(end_offset, own_end)
+            else:
+                # Our last epoch at or below theirs is older: cut to its end, and the
+                # next fetch compares that one.
+                target = min(own_end, lg.log_end_offset)
+        if target < lg.log_end_offset:
+            log.info(
+                "%s: truncating from %d to %d (leader's epoch %d ends at %d)",
+                self.tp, lg.log_end_offset, target, epoch, end_offset,
+            )  # fmt: skip
+            lg.truncate_to(target)
+        self.high_watermark = min(self.high_watermark, lg.log_end_offset)
+
+    def restart_follower_log_at(self, leader_log_start: int) -> None:
+        """OFFSET_OUT_OF_RANGE: our log end is outside the leader's log. Behind its
+        start, begin again from it; beyond its end, cut back (Kafka's
+        handleOutOfRangeError)."""
+        lg = self._local_log()
+        if leader_log_start > lg.log_end_offset:
+            lg.truncate_fully_and_start_at(leader_log_start)
+            self.high_watermark = leader_log_start
+        else:
+            lg.truncate_to(max(self.high_watermark, leader_log_start))
 
     def fetch_offset_for_timestamp(
         self,

@@ -25,6 +25,12 @@ from moldau.protocol.errors import (
 )
 from moldau.protocol.produce import ProducePartitionResponse
 from moldau.replication.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
+from moldau.replication.fetcher import (
+    FetchClient,
+    FetcherConfig,
+    FollowerSetup,
+    ReplicaFetcherManager,
+)
 from moldau.replication.partition import (
     AlterPartitionSender,
     FetchIsolation,
@@ -67,6 +73,7 @@ class FetchPartitionRead:
     current_leader_epoch: int
     max_bytes: int
     log_start_offset: int = -1  # a follower's, as its fetch says
+    last_fetched_epoch: int = -1  # the epoch of the fetcher's last batch (v12+)
     error: ErrorCode = ErrorCode.none
     info: LogReadInfo | None = None
 
@@ -81,6 +88,8 @@ class ReplicaManager:
         log_config: Callable[[str], LogConfig],
         replica_lag_time_max_ms: int = 30_000,
         alter_partition: AlterPartitionSender | None = None,
+        fetch_client: FetchClient | None = None,
+        fetcher_config: FetcherConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -89,6 +98,13 @@ class ReplicaManager:
         self.clock = clock
         self.log_config = log_config
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Followers fetch from their leaders (none without a client: a lone broker).
+        self.fetchers: ReplicaFetcherManager | None = None
+        if fetch_client is not None:
+            config = fetcher_config or FetcherConfig()
+            self.fetchers = ReplicaFetcherManager(
+                FollowerSetup(broker_id, fetch_client, self.partitions.get, config, clock)
+            )
         self.controller_epoch = 0
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedProduce] = (
             DelayedOperationPurgatory("Produce", timer)
@@ -146,11 +162,30 @@ class ReplicaManager:
                 if partition.is_leader:
                     led.append(tp)
                 partition.mark_offline()
+            self._stop_fetching(tp)
         for tp in led:
             self._leadership_changed(tp, False)
         for tp in gone:
             self._complete_delayed(tp)
         return gone
+
+    def _follow(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
+        """Fetch `tp` from `leader` in `leader_epoch` (a new fetch state: the old
+        leader's fetcher lets go of it)."""
+        if self.fetchers is None:
+            return
+        if leader < 0 or leader == self.broker_id:
+            self.fetchers.remove_partition(tp)
+        else:
+            self.fetchers.add_partition(tp, leader, leader_epoch)
+
+    def _stop_fetching(self, tp: TopicPartition) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(tp)
+
+    async def close_fetchers(self) -> None:
+        if self.fetchers is not None:
+            await self.fetchers.close()
 
     def _leadership_changed(self, tp: TopicPartition, is_leader: bool) -> None:
         for listener in self.on_leadership_change:
@@ -240,8 +275,10 @@ class ReplicaManager:
             try:
                 if state.leader == self.broker_id:
                     partition.make_leader(state, topic_id, self._hw_checkpoints.get(tp))
+                    self._stop_fetching(tp)
                 else:
                     partition.make_follower(state, topic_id, self._hw_checkpoints.get(tp))
+                    self._follow(tp, state.leader, state.leader_epoch)
             except KafkaStorageError as e:
                 # No log directory could take it (or its log's failed): Kafka marks
                 # the partition offline and tells the controller.
@@ -277,6 +314,7 @@ class ReplicaManager:
                     if partition.is_leader:
                         self._leadership_changed(tp, False)
                     partition.stop()
+                    self._stop_fetching(tp)
                 self._hw_checkpoints.pop(tp, None)
                 try:
                     self.log_manager.delete_log(tp)
@@ -292,6 +330,7 @@ class ReplicaManager:
                 if partition.is_leader:
                     self._leadership_changed(tp, False)
                 partition.stop()
+                self._stop_fetching(tp)
             self._complete_delayed(tp)
             errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
         return StopReplicaResponse(ErrorCode.none, tuple(errors))
@@ -371,12 +410,16 @@ class ReplicaManager:
                     params.isolation,
                     fetch_only_from_leader=True,
                     min_one_message=min_one,
+                    last_fetched_epoch=p.last_fetched_epoch,
                 )
-                if params.is_from_follower and partition.update_follower_fetch_state(
-                    params.replica_id, p.fetch_offset, p.log_start_offset,
-                    self.clock.monotonic_ms(),
-                ):  # fmt: skip
-                    self._complete_delayed(p.tp)
+                # A diverged follower's offset says nothing of what it has.
+                if params.is_from_follower and info.diverging_epoch is None:
+                    moved = partition.update_follower_fetch_state(
+                        params.replica_id, p.fetch_offset, p.log_start_offset,
+                        self.clock.monotonic_ms(),
+                    )  # fmt: skip
+                    if moved:
+                        self._complete_delayed(p.tp)
                 read.info = info
                 size = info.data.size
                 limit = max(0, limit - size)

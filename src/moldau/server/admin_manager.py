@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 
 from moldau.config.broker import BrokerConfig
-from moldau.controller.admin import MAX_REPLICATION_FACTOR, NewTopic, TopicAdmin
+from moldau.controller.admin import NewTopic, TopicAdmin
 from moldau.controller.assignment import BrokerMetadata
 from moldau.metadata.znodes import TopicAssignment
 from moldau.protocol.errors import ErrorCode
@@ -75,7 +75,6 @@ class AdminManager:
             self.config["num.partitions"],
             self.config["default.replication.factor"],
             validate_only,
-            max_replication_factor=MAX_REPLICATION_FACTOR,
         )
         if validate_only or timeout_ms <= 0:
             return assignment, ErrorCode.none

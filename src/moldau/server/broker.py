@@ -37,6 +37,7 @@ from moldau.protocol.control import (
     UpdateMetadataResponse,
 )
 from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
+from moldau.replication.fetcher import FetcherConfig
 from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server.admin_manager import AdminManager
@@ -45,6 +46,7 @@ from moldau.server.apis import KafkaApis
 from moldau.server.control_client import NetworkTransport
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.network import SocketServer
+from moldau.server.replica_fetch_client import NetworkFetchClient
 from moldau.server.topic_configs import TopicConfigs
 from moldau.storage.cleaner import clean, dirty_ratio
 from moldau.storage.log_dir_failure import LogDirFailureChannel
@@ -109,15 +111,29 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
         self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
-        # The link to the active controller when it runs elsewhere (AlterPartition).
-        self.controller_link = NetworkTransport(
-            self.broker_id,
-            lambda b: self.metadata_cache.endpoint(b, config["inter.broker.listener.name"]),
-            config["controller.socket.timeout.ms"],
+
+        # Links to other brokers' inter-broker listeners, as UpdateMetadata names
+        # them: to the active controller (AlterPartition), and to the leaders a
+        # follower fetches from (one connection each: one request in flight).
+        def endpoint(b: int) -> tuple[str, int] | None:
+            return self.metadata_cache.endpoint(b, config["inter.broker.listener.name"])
+
+        timeout = config["controller.socket.timeout.ms"]
+        self.controller_link = NetworkTransport(self.broker_id, endpoint, timeout)
+        self.fetch_link = NetworkTransport(
+            self.broker_id, endpoint, timeout + config["replica.fetch.wait.max.ms"]
+        )
+        fetcher_config = FetcherConfig(
+            config["replica.fetch.wait.max.ms"],
+            config["replica.fetch.min.bytes"],
+            config["replica.fetch.response.max.bytes"],
+            config["replica.fetch.max.bytes"],
+            config["replica.fetch.backoff.ms"],
         )
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config,
             config["replica.lag.time.max.ms"], self.alter_partition_manager,
+            NetworkFetchClient(self.fetch_link), fetcher_config,
         )  # fmt: skip
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
@@ -473,7 +489,9 @@ class Broker:
             await server.stop()
         await self.tasks.close()
         await self.alter_partition_manager.close()
+        await self.replica_manager.close_fetchers()
         await self.controller_link.close()
+        await self.fetch_link.close()
         await self.controller.close()
         await self.topic_configs.close()
         await self.group_coordinator.close()

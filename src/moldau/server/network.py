@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
 # File slices at least this large go out with sendfile; below, pread + write is cheaper.
 SENDFILE_MIN_BYTES = 256 * 1024
+# How long a stopping server waits for its connections to send what they hold.
+STOP_GRACE_S = 2.0
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 # (client, frame) -> response parts (None: no response, e.g. acks=0);
@@ -238,11 +240,19 @@ class SocketServer:
                 conn.close()
 
     async def stop(self) -> None:
-        """Stop accepting, close every connection, wait for their tasks."""
+        """Stop accepting, close every connection, wait for their tasks. A connection
+        whose peer does not read what is left to send is cut after a grace period
+        (a closing transport waits for its buffer to drain)."""
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
             conn.close()
         await self.tasks.close()
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), STOP_GRACE_S)
+            except TimeoutError:
+                for conn in list(self.connections):
+                    if conn.transport is not None:
+                        conn.transport.abort()
+                await self._server.wait_closed()

@@ -59,6 +59,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                     p.current_leader_epoch if version >= 9 else -1,
                     p.partition_max_bytes,
                     p.log_start_offset if version >= 5 else -1,
+                    p.last_fetched_epoch if version >= 12 else -1,
                 )
             )
         layout.append((name, getattr(t, "topic_id", None), tps))
@@ -90,6 +91,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                 result.last_stable_offset = r.info.last_stable_offset
                 result.log_start_offset = r.info.log_start_offset
                 result.records = r.info.data.records if r.error == ErrorCode.none else None
+                result.diverging_epoch = r.info.diverging_epoch
             if result.records is None:
                 result.records = b""
             results.append(result)

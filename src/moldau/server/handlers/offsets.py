@@ -5,11 +5,16 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from moldau.controller.admin import MAX_REPLICATION_FACTOR, NewTopic
+from moldau.controller.admin import NewTopic
 from moldau.coordinator.group_coordinator import CONSUMER_OFFSETS, OffsetCommitEntry
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
-from moldau.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from moldau.protocol.errors import (
+    CoordinatorNotAvailableError,
+    ErrorCode,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
 from moldau.server.request import RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
@@ -24,11 +29,15 @@ async def _ensure_offsets_topic(broker: Broker) -> None:
     if broker.metadata_cache.contains_topic(CONSUMER_OFFSETS):
         return
     config = broker.config
-    rf = min(
-        config["offsets.topic.replication.factor"],
-        max(len(broker.metadata_cache.brokers), 1),
-        MAX_REPLICATION_FACTOR,
-    )
+    rf = config["offsets.topic.replication.factor"]
+    if not config["zookeeper.connect"] and not config.is_set("offsets.topic.replication.factor"):
+        rf = 1  # the embedded broker is alone unless told otherwise
+    alive = len(broker.metadata_cache.brokers)
+    if alive < rf:
+        # Kafka waits for enough brokers rather than create it under-replicated.
+        raise CoordinatorNotAvailableError(
+            f"{alive} live brokers; offsets.topic.replication.factor is {rf}"
+        )
     topic = NewTopic(
         CONSUMER_OFFSETS,
         config["offsets.topic.num.partitions"],

@@ -1,0 +1,231 @@
+"""Replica fetchers (Kafka's ReplicaFetcherManager and ReplicaFetcherThread): a
+follower copies its partitions' records from their leaders by fetching, as a
+consumer does, with its broker id as `replica_id`.
+
+One fetcher task per leader broker fetches all the partitions this broker follows
+there, in one Fetch request a round. Each partition fetches from its log end with
+the epoch of its last batch (`last_fetched_epoch`): a leader whose log diverged from
+that point answers with the diverging epoch instead of records, and the follower
+cuts its log to where the two agree (KIP-320/KIP-595 truncation through Fetch),
+never to its own high watermark. The follower appends batches as they come, offsets
+and epochs as the leader wrote them, without decoding records.
+
+The network half is a FetchClient (server/), so this module stays free of sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from moldau.clock import Clock
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.tasks import TaskOwner
+
+if TYPE_CHECKING:
+    from moldau.replication.partition import Partition
+    from moldau.storage.partition_name import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchPartition:
+    tp: TopicPartition
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchResult:
+    tp: TopicPartition
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    # (epoch, end offset) where the leader's log and ours part, if they do
+    diverging_epoch: tuple[int, int] | None = None
+    records: bytes | memoryview | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    """Kafka's replica.fetch.* settings."""
+
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    response_max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+
+
+class FetchClient(Protocol):
+    async def fetch(
+        self,
+        leader_id: int,
+        replica_id: int,
+        config: FetcherConfig,
+        partitions: Sequence[FollowerFetchPartition],
+    ) -> list[FollowerFetchResult]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerSetup:
+    """What every fetcher of a broker shares."""
+
+    replica_id: int  # this broker
+    client: FetchClient
+    lookup: Callable[[TopicPartition], Partition | None]  # this broker's partitions
+    config: FetcherConfig
+    clock: Clock
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows on one leader."""
+
+    def __init__(self, leader_id: int, setup: FollowerSetup) -> None:
+        self.leader_id = leader_id
+        self.replica_id = setup.replica_id
+        self.client = setup.client
+        self.lookup = setup.lookup
+        self.config = setup.config
+        self.clock = setup.clock
+        # partition -> the leader epoch it follows in (from LeaderAndIsr)
+        self.partitions: dict[TopicPartition, int] = {}
+        # partition -> monotonic ms before which it is not fetched (after an error)
+        self._delayed_until: dict[TopicPartition, int] = {}
+        self._changed = asyncio.Event()
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.partitions[tp] = leader_epoch
+        self._delayed_until.pop(tp, None)
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self._delayed_until.pop(tp, None)
+
+    async def run(self) -> None:
+        while True:
+            wanted = self._fetchable()
+            if not wanted:
+                self._changed.clear()
+                delays = [d for tp, d in self._delayed_until.items() if tp in self.partitions]
+                timeout = max(0, min(delays) - self.clock.monotonic_ms()) / 1000 if delays else None
+                with contextlib.suppress(TimeoutError):  # a delayed partition is due
+                    await asyncio.wait_for(self._changed.wait(), timeout)
+                continue
+            try:
+                results = await self.client.fetch(
+                    self.leader_id, self.replica_id, self.config, wanted
+                )
+            except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
+                log.warning(
+                    "broker %d: fetch from leader %d failed: %s; retrying in %d ms",
+                    self.replica_id, self.leader_id, e, self.config.backoff_ms,
+                )  # fmt: skip
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+                continue
+            for result in results:
+                self._process(result)
+            # Let the event loop serve other work between rounds.
+            await asyncio.sleep(0)
+
+    def _fetchable(self) -> list[FollowerFetchPartition]:
+        now = self.clock.monotonic_ms()
+        out = []
+        for tp, epoch in self.partitions.items():
+            if self._delayed_until.get(tp, 0) > now:
+                continue
+            p = self.lookup(tp)
+            if p is None or p.log is None or p.is_leader:
+                continue
+            lg = p.log
+            out.append(
+                FollowerFetchPartition(
+                    tp,
+                    epoch,
+                    lg.log_end_offset,
+                    lg.leader_epoch_cache.latest_epoch,
+                    lg.log_start_offset,
+                    self.config.partition_max_bytes,
+                )
+            )
+        return out
+
+    def _process(self, result: FollowerFetchResult) -> None:
+        tp = result.tp
+        if tp not in self.partitions:
+            return  # removed while the fetch was out
+        p = self.lookup(tp)
+        if p is None or p.is_leader:
+            return
+        error = result.error_code
+        try:
+            if error == ErrorCode.none:
+                if result.diverging_epoch is not None:
+                    p.truncate_to_diverging_epoch(*result.diverging_epoch)
+                else:
+                    p.append_records_to_follower(
+                        result.records, result.high_watermark, result.log_start_offset
+                    )
+                return
+            if error == ErrorCode.offset_out_of_range:
+                # Our log end is beyond the leader's or below its start: start again
+                # where the leader's log starts (Kafka's handleOutOfRangeError).
+                p.restart_follower_log_at(result.log_start_offset)
+                return
+        except KafkaError as e:
+            log.warning("broker %d: %s: %s", self.replica_id, tp, e)
+        else:
+            # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, storage errors...:
+            # wait for the controller's next LeaderAndIsr, or try again later.
+            log.info(
+                "broker %d: fetching %s from %d: %s", self.replica_id, tp, self.leader_id,
+                ErrorCode(error).name,
+            )  # fmt: skip
+        self._delayed_until[tp] = self.clock.monotonic_ms() + self.config.backoff_ms
+
+
+class ReplicaFetcherManager:
+    """The fetchers of one broker, one per leader (Kafka's num.replica.fetchers=1)."""
+
+    def __init__(self, setup: FollowerSetup) -> None:
+        self.setup = setup
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._owner = TaskOwner(f"replica-fetchers-{setup.replica_id}")
+
+    def add_partition(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
+        if self.leader_of(tp) != leader_id:
+            self.remove_partition(tp)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(leader_id, self.setup)
+            self.fetchers[leader_id] = fetcher
+            self._tasks[leader_id] = self._owner.spawn(fetcher.run(), f"leader-{leader_id}")
+        fetcher.add(tp, leader_epoch)
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        for leader_id, fetcher in list(self.fetchers.items()):
+            fetcher.remove(tp)
+            if not fetcher.partitions:
+                del self.fetchers[leader_id]
+                self._tasks.pop(leader_id).cancel()
+
+    def leader_of(self, tp: TopicPartition) -> int | None:
+        for leader_id, fetcher in self.fetchers.items():
+            if tp in fetcher.partitions:
+                return leader_id
+        return None
+
+    async def close(self) -> None:
+        self.fetchers.clear()
+        self._tasks.clear()
+        await self._owner.close()

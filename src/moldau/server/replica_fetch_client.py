@@ -1,0 +1,92 @@
+"""The follower's Fetch requests on the wire (the FetchClient of replication/fetcher.py):
+Fetch v12 with `replica_id` set, to the leader's inter-broker listener, over one
+connection per leader (the controller link's transport, which resolves endpoints
+and starts afresh after an error)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from kio.schema.fetch.v12 import request as rq
+from kio.schema.fetch.v12 import response as rs
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import decode_response, encode_body
+from moldau.protocol.errors import ErrorCode
+from moldau.replication.fetcher import FetcherConfig, FollowerFetchPartition, FollowerFetchResult
+from moldau.server.control_client import NetworkTransport
+from moldau.storage.partition_name import TopicPartition
+
+VERSION = 12
+# A Fetch without a session (KIP-227 sessions: later).
+NO_SESSION_ID, FINAL_EPOCH = 0, -1
+
+
+class NetworkFetchClient:
+    def __init__(self, transport: NetworkTransport) -> None:
+        self.transport = transport
+
+    async def fetch(
+        self,
+        leader_id: int,
+        replica_id: int,
+        config: FetcherConfig,
+        partitions: Sequence[FollowerFetchPartition],
+    ) -> list[FollowerFetchResult]:
+        by_topic: dict[str, list[FollowerFetchPartition]] = {}
+        for p in partitions:
+            by_topic.setdefault(p.tp.topic, []).append(p)
+        request = rq.FetchRequest(
+            cluster_id=None,
+            replica_id=BrokerId(replica_id),
+            max_wait=i32Timedelta.parse(timedelta(milliseconds=config.max_wait_ms)),
+            min_bytes=i32(config.min_bytes),
+            max_bytes=i32(config.response_max_bytes),
+            isolation_level=i8(0),
+            session_id=i32(NO_SESSION_ID),
+            session_epoch=i32(FINAL_EPOCH),
+            topics=tuple(
+                rq.FetchTopic(
+                    topic=TopicName(topic),
+                    partitions=tuple(
+                        rq.FetchPartition(
+                            partition=i32(p.tp.partition),
+                            current_leader_epoch=i32(p.current_leader_epoch),
+                            fetch_offset=i64(p.fetch_offset),
+                            last_fetched_epoch=i32(p.last_fetched_epoch),
+                            log_start_offset=i64(p.log_start_offset),
+                            partition_max_bytes=i32(p.max_bytes),
+                        )
+                        for p in group
+                    ),
+                )
+                for topic, group in by_topic.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        body = await self.transport.request(leader_id, ApiKey.FETCH, VERSION, encode_body(request))
+        response = decode_response(ApiKey.FETCH, VERSION, body)
+        assert isinstance(response, rs.FetchResponse)
+        if response.error_code != ErrorCode.none:
+            return [FollowerFetchResult(p.tp, response.error_code) for p in partitions]
+        results = []
+        for t in response.responses:
+            for d in t.partitions:
+                diverging = None
+                if d.diverging_epoch.epoch >= 0 or d.diverging_epoch.end_offset >= 0:
+                    diverging = (d.diverging_epoch.epoch, d.diverging_epoch.end_offset)
+                results.append(
+                    FollowerFetchResult(
+                        TopicPartition(t.topic, d.partition_index),
+                        d.error_code,
+                        d.high_watermark,
+                        d.log_start_offset,
+                        diverging,
+                        d.records,
+                    )
+                )
+        return results

@@ -1,0 +1,175 @@
+"""Replication on a cluster of real broker processes on a real ZooKeeper, with real
+clients and real signals (as Kafka's ReplicationTest): a topic with three replicas
+and min.insync.replicas=2 keeps every record acknowledged with acks=all, at the
+offset it was acknowledged with, through the death of a leader (kill -9), of the
+controller, a follower's bounce (SIGTERM, restart) and a leader paused past its
+ZooKeeper session (SIGSTOP, SIGCONT); with the idempotent producer none is
+duplicated. ISR and leaders move as clients see them on Kafka."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.testing.cluster import Cluster
+from moldau.testing.process import wait_for
+from tests.integration.clients import confluent_consume
+
+MakeCluster = Callable[..., Cluster]
+LAG_MS = 3000
+PARTITIONS = 2
+
+
+def partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, ISR), as a client sees them."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=20)
+    return {
+        p: (m.leader, sorted(m.replicas), sorted(m.isrs))
+        for p, m in md.topics[topic].partitions.items()
+    }
+
+
+class Load:
+    """A producer writing numbered records with acks=all until stopped; what was
+    acknowledged, at which partition and offset."""
+
+    def __init__(self, bootstrap: str, topic: str, idempotent: bool) -> None:
+        self.topic = topic
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.errors: list[KafkaError] = []
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": idempotent,
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "retry.backoff.ms": 100,
+            }
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        i = 0
+        deadline = time.monotonic() + 240
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                self.producer.produce(
+                    self.topic, value=b"%08d" % i, partition=i % PARTITIONS,
+                    on_delivery=self._done,
+                )  # fmt: skip
+                i += 1
+            except BufferError:
+                self.producer.poll(0.05)
+            self.producer.poll(0.001)
+
+    def _done(self, err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            self.acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+        else:
+            self.errors.append(err)
+
+    def grows(self, by: int = 200, timeout: float = 60) -> bool:
+        """Wait until `by` more records are acknowledged."""
+        target = len(self.acked) + by
+        return wait_for(lambda: len(self.acked) >= target, timeout)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.producer.flush(60)
+
+
+def run_failures(make_cluster: MakeCluster, topic: str, idempotent: bool) -> None:
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic].result(timeout=30)
+    assert wait_for(
+        lambda: all(
+            isr == [1, 2, 3] for _, _, isr in partitions(cluster.bootstrap, topic).values()
+        ),
+        20,
+    )
+    with Load(cluster.bootstrap, topic, idempotent) as load:
+        assert load.grows()
+        # kill -9 the leader of partition 0: a follower in the ISR takes over.
+        leader = partitions(cluster.bootstrap, topic)[0][0]
+        cluster.kill(leader)
+        assert wait_for(lambda: partitions(cluster.bootstrap, topic)[0][0] not in (leader, -1), 30)
+        assert load.grows()
+        cluster.restart(leader)
+        assert wait_for(
+            lambda: all(
+                len(isr) == 3 for _, _, isr in partitions(cluster.bootstrap, topic).values()
+            ),
+            30,
+        )
+        assert load.grows()
+        # kill -9 the controller.
+        controller = cluster.wait_for_controller()
+        cluster.kill(controller)
+        cluster.wait_for_controller(other_than=controller)
+        assert load.grows()
+        cluster.restart(controller)
+        assert load.grows()
+        # Bounce a follower of partition 1 (SIGTERM, start again).
+        leader1, replicas1, _ = partitions(cluster.bootstrap, topic)[1]
+        follower = next(r for r in replicas1 if r != leader1)
+        assert cluster.stop(follower) == 0
+        assert load.grows()
+        cluster.restart(follower)
+        assert load.grows()
+        # Pause the leader of partition 1 past its ZooKeeper session, then resume it.
+        leader1 = partitions(cluster.bootstrap, topic)[1][0]
+        cluster.pause(leader1)
+        others = [b for b in cluster.brokers.values() if b is not cluster.brokers[leader1]]
+        bootstrap = ",".join(b.bootstrap for b in others)
+        assert wait_for(lambda: partitions(bootstrap, topic)[1][0] not in (leader1, -1), 30)
+        cluster.resume(leader1)
+        assert load.grows()
+        assert wait_for(
+            lambda: all(
+                len(isr) == 3 for _, _, isr in partitions(cluster.bootstrap, topic).values()
+            ),
+            30,
+        )
+        assert load.grows()
+    # Every acknowledged record is there, at the offset it was acknowledged with.
+    lost = duplicated = 0
+    for p in range(PARTITIONS):
+        acked = {o: v for (part, o), v in load.acked.items() if part == p}
+        got = confluent_consume(cluster.bootstrap, topic, max(acked) + 1, partition=p)
+        stored = {o: v for _, o, _, v, _ in got}
+        lost += sum(1 for o, v in acked.items() if stored.get(o) != v)
+        values = [v for _, _, _, v, _ in got]
+        duplicated += len(values) - len(set(values))
+        if idempotent:
+            assert values == sorted(values), "records of a partition out of order"
+    print(
+        f"acked {len(load.acked)}, lost {lost}, duplicated {duplicated}, errors {len(load.errors)}"
+    )
+    assert lost == 0
+    if idempotent:
+        assert duplicated == 0
+
+
+def test_acks_all_loses_nothing_through_failures_idempotent(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    run_failures(make_cluster, topic_name, idempotent=True)
+
+
+def test_acks_all_loses_nothing_through_failures(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    run_failures(make_cluster, topic_name, idempotent=False)
