@@ -163,14 +163,20 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce_worker(
-    bootstrap: str, topic: str, partition: int, n: int, size: int, out: mp.Queue
-) -> None:  # type: ignore[type-arg]
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    n: int,
+    size: int,
+    out: mp.Queue,  # type: ignore[type-arg]
+    acks: str = "1",
+) -> None:
     from confluent_kafka import Producer
 
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "acks": 1,
+            "acks": acks,
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 1_000_000,
@@ -252,13 +258,19 @@ def consume_worker(
 
 
 def latency_worker(
-    bootstrap: str, topic: str, size: int, rate: int, seconds: float, out: mp.Queue
-) -> None:  # type: ignore[type-arg]
+    bootstrap: str,
+    topic: str,
+    size: int,
+    rate: int,
+    seconds: float,
+    out: mp.Queue,  # type: ignore[type-arg]
+    acks: str = "1",
+) -> None:
     """One producer at a steady rate well below saturation: what a record waits for
     its acknowledgement when the broker is not the bottleneck."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 1})
     value = os.urandom(size)
     latencies: list[float] = []
 
@@ -274,7 +286,11 @@ def latency_worker(
         if now < due:
             p.poll(due - now)
             continue
-        p.produce(topic, value, partition=0, on_delivery=done(time.perf_counter()))
+        try:
+            p.produce(topic, value, partition=0, on_delivery=done(time.perf_counter()))
+        except BufferError:  # the rate is more than the broker takes: wait for it
+            p.poll(0.01)
+            continue
         sent += 1
     p.flush(30)
     out.put((sent, time.perf_counter() - begin, latencies, 0))

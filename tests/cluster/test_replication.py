@@ -173,3 +173,57 @@ def test_acks_all_loses_nothing_through_failures(
     make_cluster: MakeCluster, topic_name: str
 ) -> None:
     run_failures(make_cluster, topic_name, idempotent=False)
+
+
+def test_too_small_an_isr_refuses_acks_all_and_the_cli_shows_it(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """min.insync.replicas=3 and a follower down: once it leaves the ISR, acks=all
+    is refused with NOT_ENOUGH_REPLICAS (acks=1 still works), and kafka-topics'
+    filters name the partition; when the follower is back, all is as before."""
+    import subprocess
+    import sys
+
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic_name, 1, 3, config={"min.insync.replicas": "3"})
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [1, 2, 3], 20)
+    leader = partitions(cluster.bootstrap, topic_name)[0][0]
+    # Not the controller: it takes a dead broker out of the ISR at once (a follower
+    # that dies with the controller leaves only once new data finds it behind).
+    controller = cluster.wait_for_controller()
+    follower = next(b for b in (1, 2, 3) if b not in (leader, controller))
+
+    def describe(*flags: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "moldau", "topics", "--bootstrap-server", cluster.bootstrap,
+             "describe", "--topic", topic_name, *flags],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return done.stdout
+
+    def send(acks: str) -> KafkaError | None:
+        errors: list[KafkaError | None] = []
+        p = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "acks": acks, "retries": 0,
+             "message.timeout.ms": 10_000}
+        )  # fmt: skip
+        p.produce(topic_name, b"v", partition=0, on_delivery=lambda e, _m: errors.append(e))
+        p.flush(20)
+        return errors[0]
+
+    assert send("all") is None
+    assert describe("--under-replicated-partitions") == ""
+    cluster.kill(follower)
+    assert wait_for(lambda: follower not in partitions(cluster.bootstrap, topic_name)[0][2], 30)
+    err = send("all")
+    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    assert send("1") is None
+    for flag in ("--under-replicated-partitions", "--under-min-isr-partitions"):
+        assert f"Partition: 0\tLeader: {leader}" in describe(flag), flag
+    assert describe("--unavailable-partitions") == ""
+    cluster.restart(follower)
+    assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [1, 2, 3], 30)
+    assert send("all") is None
+    assert describe("--under-min-isr-partitions") == ""

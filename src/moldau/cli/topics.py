@@ -68,6 +68,7 @@ _VALID_WITH: dict[str, frozenset[str]] = {
     "exclude_internal": frozenset({"list", "describe"}),
     "under_replicated_partitions": frozenset({"describe"}),
     "unavailable_partitions": frozenset({"describe"}),
+    "under_min_isr_partitions": frozenset({"describe"}),
     "topics_with_overrides": frozenset({"describe"}),
 }
 
@@ -118,6 +119,11 @@ def add_parser(sub: Any) -> None:
         "--unavailable-partitions",
         action="store_true",
         help="describe: only partitions without a live leader",
+    )
+    p.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="describe: only partitions whose ISR is smaller than min.insync.replicas",
     )
     p.add_argument(
         "--topics-with-overrides",
@@ -281,14 +287,18 @@ class TopicCommand:
         names = self._existing(metadata, args.exclude_internal)
         if not names:
             return 0
-        filtered = args.under_replicated_partitions or args.unavailable_partitions
+        filtered = (
+            args.under_replicated_partitions
+            or args.unavailable_partitions
+            or args.under_min_isr_partitions
+        )
         describe_topics = not filtered
         describe_partitions = not args.topics_with_overrides
         descriptions = self._call(
             self.admin.describe_topics, TopicCollection(names), request_timeout=TIMEOUT_S
         )
         config_futures: dict[str, Any] = {}
-        if describe_topics:
+        if describe_topics or args.under_min_isr_partitions:
             resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
             by_resource = self._call(
                 self.admin.describe_configs, resources, request_timeout=TIMEOUT_S
@@ -316,6 +326,11 @@ class TopicCommand:
                 )
             if not describe_partitions:
                 continue
+            min_isr = 1
+            if args.under_min_isr_partitions:
+                entries = self._result(config_futures[name], name, f"the configs of '{name}'")
+                entry = entries.get("min.insync.replicas")
+                min_isr = int(entry.value) if entry is not None and entry.value else 1
             for p in partitions:
                 leader = p.leader.id if p.leader is not None else None
                 replicas = [int(r.id) for r in p.replicas]
@@ -323,6 +338,8 @@ class TopicCommand:
                 if args.under_replicated_partitions and len(isr) >= len(replicas):
                     continue
                 if args.unavailable_partitions and leader is not None and leader in live:
+                    continue
+                if args.under_min_isr_partitions and len(isr) >= min_isr:
                     continue
                 line = (
                     f"\tTopic: {name}\tPartition: {p.id}\t"
