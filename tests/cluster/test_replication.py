@@ -227,3 +227,50 @@ def test_too_small_an_isr_refuses_acks_all_and_the_cli_shows_it(
     assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [1, 2, 3], 30)
     assert send("all") is None
     assert describe("--under-min-isr-partitions") == ""
+
+
+def test_offset_for_leader_epoch_tells_where_each_leader_epoch_ended(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """OffsetForLeaderEpoch (KIP-101/320) after a failover: the old epoch ends where
+    the new leader began; the current one at the log end; unknown epochs and stale
+    or future current_leader_epoch get Kafka's answers."""
+    from moldau.protocol.errors import ErrorCode
+    from tests.integration import requests as rq
+    from tests.integration.kafka_wire import WireClient
+
+    cluster = make_cluster(3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(timeout=30)
+    assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [1, 2, 3], 20)
+
+    def produce(n: int) -> None:
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(n):
+            p.produce(topic_name, b"v%d" % i, partition=0)
+        assert p.flush(30) == 0
+
+    produce(5)
+    first = partitions(cluster.bootstrap, topic_name)[0][0]
+    cluster.kill(first)
+    assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][0] not in (first, -1), 30)
+    produce(3)
+    leader = partitions(cluster.bootstrap, topic_name)[0][0]
+
+    def ask(epoch: int, current: int = -1) -> tuple[int, int, int]:
+        request = rq.request(
+            23, 4, replica_id=-1,
+            topics=[{"topic": topic_name, "partitions": [
+                {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}
+            ]}],
+        )  # fmt: skip
+        with WireClient(cluster.brokers[leader].bootstrap) as c:
+            [t] = c.request(request).topics
+            [p] = t.partitions
+            return p.error_code, p.leader_epoch, p.end_offset
+
+    assert ask(0) == (ErrorCode.none, 0, 5)
+    assert ask(1) == (ErrorCode.none, 1, 8)
+    assert ask(7) == (ErrorCode.none, -1, -1)
+    assert ask(1, current=0)[0] == ErrorCode.fenced_leader_epoch
+    assert ask(1, current=9)[0] == ErrorCode.unknown_leader_epoch

@@ -115,3 +115,23 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_from_it(tmp_path: 
     assert b.log is not None
     b.restart_follower_log_at(40)
     assert (b.log.log_start_offset, b.log.log_end_offset, b.high_watermark) == (40, 40, 40)
+
+
+def test_the_end_of_a_leader_epoch_is_found_as_kafka_finds_it(tmp_path: Path) -> None:
+    from moldau.storage.leader_epoch import LeaderEpochCache
+
+    cache = LeaderEpochCache(tmp_path)
+    for epoch, start in ((0, 0), (2, 10), (5, 20)):
+        cache.assign(epoch, start)
+    ends = {e: cache.end_offset_for(e, 30) for e in (-1, 0, 1, 2, 3, 5, 6)}
+    assert ends == {
+        -1: (-1, -1),  # no epoch asked
+        0: (0, 10),
+        1: (0, 10),  # the largest epoch at or below 1, and where the next starts
+        2: (2, 20),
+        3: (2, 20),
+        5: (5, 30),  # the latest ends at the log end
+        6: (-1, -1),  # newer than this log knows
+    }
+    cache.truncate_from_start(12)  # retention removed epoch 0's records
+    assert cache.end_offset_for(1, 30) == (1, 12)  # older than all: ends where they begin

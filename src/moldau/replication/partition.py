@@ -449,6 +449,14 @@ class Partition:
         else:
             lg.truncate_to(max(self.high_watermark, leader_log_start))
 
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool
+    ) -> tuple[int, int]:
+        """(epoch, end offset) of `leader_epoch` in this log, for OffsetForLeaderEpoch."""
+        self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
+        lg = self._local_log()
+        return lg.leader_epoch_cache.end_offset_for(leader_epoch, lg.log_end_offset)
+
     def fetch_offset_for_timestamp(
         self,
         timestamp: int,

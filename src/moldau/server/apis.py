@@ -47,6 +47,7 @@ from moldau.server.handlers.groups import (
 )
 from moldau.server.handlers.list_offsets import handle_list_offsets
 from moldau.server.handlers.metadata import handle_describe_cluster, handle_metadata
+from moldau.server.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from moldau.server.handlers.offsets import (
     handle_find_coordinator,
     handle_offset_commit,
@@ -98,6 +99,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ALTER_PARTITION: handle_alter_partition,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
 }
 
 # Advertise only what has a handler.

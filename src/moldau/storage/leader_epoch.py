@@ -54,16 +54,21 @@ class LeaderEpochCache:
         return epoch
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, the offset where the next epoch starts) as
-        OffsetForLeaderEpoch answers; (-1, -1) if unknown."""
-        if not self._entries or epoch < self._entries[0][0]:
+        """(largest epoch <= `epoch`, the offset where the next epoch starts), as
+        OffsetForLeaderEpoch answers (Kafka's LeaderEpochFileCache.endOffsetFor):
+        the latest epoch ends at the log end; an epoch older than all known ends
+        where the first known one starts; an unknown or newer epoch: (-1, -1)."""
+        entries = self._entries
+        if epoch < 0 or not entries:
             return -1, -1
-        if epoch >= self._entries[-1][0]:
-            return self._entries[-1][0], log_end_offset
-        for i, (e, _) in enumerate(self._entries):
-            if e > epoch:
-                return self._entries[i - 1][0], self._entries[i][1]
-        return -1, -1
+        if epoch == entries[-1][0]:
+            return epoch, log_end_offset
+        higher = next((i for i, (e, _) in enumerate(entries) if e > epoch), None)
+        if higher is None:
+            return -1, -1  # newer than any epoch of this log
+        if higher == 0:
+            return epoch, entries[0][1]
+        return entries[higher - 1][0], entries[higher][1]
 
     def truncate_from_end(self, end_offset: int) -> None:
         self._replace([(e, o) for e, o in self._entries if o < end_offset])

@@ -1,0 +1,44 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ends in this leader's log (the
+largest epoch at or below the one asked, and the offset where the next one starts),
+as consumers use it to detect a log truncated under them (KIP-320)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import build_response
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.server.request import RequestContext, Response
+from moldau.storage.partition_name import TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+
+# A replica id that may ask a follower (tools); everyone else must ask the leader.
+DEBUGGING_REPLICA_ID = -2
+
+
+async def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext) -> Response:
+    req = ctx.body()
+    replica_id = req.replica_id if ctx.version >= 3 else -1
+    topics = []
+    for t in req.topics:
+        partitions: list[dict[str, Any]] = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            try:
+                partition = broker.replica_manager.get_partition_or_error(
+                    TopicPartition(t.topic, p.partition)
+                )
+                epoch, end = partition.last_offset_for_leader_epoch(
+                    p.current_leader_epoch, p.leader_epoch, replica_id != DEBUGGING_REPLICA_ID
+                )
+                entry.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)
+            except KafkaError as e:
+                entry["error_code"] = e.code
+            partitions.append(entry)
+        topics.append({"topic": t.topic, "partitions": partitions})
+    return build_response(
+        ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.version, {"throttle_time": 0, "topics": topics}
+    )
