@@ -135,3 +135,25 @@ def test_the_end_of_a_leader_epoch_is_found_as_kafka_finds_it(tmp_path: Path) ->
     }
     cache.truncate_from_start(12)  # retention removed epoch 0's records
     assert cache.end_offset_for(1, 30) == (1, 12)  # older than all: ends where they begin
+
+
+def test_an_epoch_a_leader_started_but_never_wrote_does_not_stall_its_follower(
+    tmp_path: Path,
+) -> None:
+    """A leads (epoch 0) and writes; B leads in epoch 1 and writes nothing; A leads
+    again in epoch 2. B's cache names epoch 1 at its log end, which A never had: the
+    fetch's diverging answer must clear it, or B would ask about it for ever."""
+    clock = FakeClock()
+    a, b = replica(tmp_path, 1, clock), replica(tmp_path, 2, clock)
+    lead(a, 0)
+    follow(b, 1, 0)
+    write(a, b"m0", b"m1")
+    sync(b, a)
+    lead(b, 1)
+    follow(a, 2, 1)
+    lead(a, 2)
+    follow(b, 1, 2)
+    write(a, b"m2")
+    sync(b, a)
+    assert values(b) == values(a) == [(0, b"m0"), (1, b"m1"), (2, b"m2")]
+    assert b.log is not None and b.log.leader_epoch_cache.entries == [(0, 0), (2, 2)]

@@ -261,3 +261,19 @@ def test_acks_all_needs_min_insync_replicas_in_the_committed_isr(
         True,
         ErrorCode.not_enough_replicas_after_append,
     )
+
+
+def test_a_leader_and_isr_older_than_a_confirmed_isr_change_is_ignored(
+    tmp_path: Path, clock: FakeClock, controller: Controller
+) -> None:
+    """After a controller failover its snapshot (same leader epoch, older partition
+    epoch) may arrive after an ISR change the new controller confirmed: applying it
+    would bring back the old ISR and let the HW move without a member."""
+    p = leader(tmp_path, clock, controller, isr=(1, 2))
+    leo = append(p)
+    fetch(p, 3, leo, clock)  # 3 catches up and joins
+    controller.accept()
+    assert p.isr == {1, 2, 3} and p.partition_epoch == 1
+    stale = LeaderAndIsrPartitionState("t", 0, 1, LEADER, 1, (1, 2), 0, (1, 2, 3))
+    assert p.make_leader(stale, None, None) is False
+    assert p.isr == {1, 2, 3} and p.partition_epoch == 1

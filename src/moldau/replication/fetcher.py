@@ -125,6 +125,9 @@ class ReplicaFetcher:
                 results = await self.client.fetch(
                     self.leader_id, self.replica_id, self.config, wanted
                 )
+                asked = {p.tp: p for p in wanted}
+                for result in results:
+                    self._process(result, asked.get(result.tp))
             except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
                 log.warning(
                     "broker %d: fetch from leader %d failed: %s; retrying in %d ms",
@@ -132,8 +135,16 @@ class ReplicaFetcher:
                 )  # fmt: skip
                 await asyncio.sleep(self.config.backoff_ms / 1000)
                 continue
-            for result in results:
-                self._process(result)
+            except Exception:
+                # Not expected (a malformed answer, say): the partitions must go on
+                # replicating, so log it and try again after the backoff.
+                log.exception("broker %d: fetch from leader %d", self.replica_id, self.leader_id)
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+                continue
+            # Partitions that got data go last next time, so a partition behind
+            # large batches is not always the one cut short (Kafka rotates too).
+            for tp in [r.tp for r in results if r.records and r.tp in self.partitions]:
+                self.partitions[tp] = self.partitions.pop(tp)
             # Let the event loop serve other work between rounds.
             await asyncio.sleep(0)
 
@@ -159,13 +170,18 @@ class ReplicaFetcher:
             )
         return out
 
-    def _process(self, result: FollowerFetchResult) -> None:
+    def _process(self, result: FollowerFetchResult, asked: FollowerFetchPartition | None) -> None:
         tp = result.tp
-        if tp not in self.partitions:
-            return  # removed while the fetch was out
         p = self.lookup(tp)
-        if p is None or p.is_leader:
-            return
+        if (
+            asked is None
+            or self.partitions.get(tp) != asked.current_leader_epoch
+            or p is None
+            or p.is_leader
+            or p.log is None
+            or p.log.log_end_offset != asked.fetch_offset
+        ):
+            return  # its state changed while the fetch was out: the answer is stale
         error = result.error_code
         try:
             if error == ErrorCode.none:

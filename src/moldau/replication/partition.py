@@ -31,6 +31,7 @@ from moldau.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from moldau.protocol.records import LOG_OVERHEAD, BatchHeader, offset_and_length
@@ -148,6 +149,8 @@ class Partition:
         """Apply a LeaderAndIsr naming this broker leader. True if the leader epoch is
         new (this broker just became leader, or leads again in a new epoch)."""
         lg = self.create_log_if_not_exists(hw_checkpoint, state.is_new)
+        if self._is_stale(state):
+            return False
         is_new_epoch = state.leader_epoch > self.leader_epoch
         self.topic_id = topic_id or self.topic_id
         self.controller_epoch = state.controller_epoch
@@ -175,12 +178,26 @@ class Partition:
         self.maybe_increment_leader_hw()
         return is_new_epoch
 
+    def _is_stale(self, state: LeaderAndIsrPartitionState) -> bool:
+        """A LeaderAndIsr older than what this broker knows: the same leader epoch
+        with an older partition epoch, as a controller's snapshot can be after an
+        ISR change it confirmed meanwhile (Kafka skips it too)."""
+        if state.leader_epoch == self.leader_epoch and state.partition_epoch < self.partition_epoch:
+            log.info(
+                "%s: ignoring LeaderAndIsr of partition epoch %d: already at %d",
+                self.tp, state.partition_epoch, self.partition_epoch,
+            )  # fmt: skip
+            return True
+        return False
+
     def make_follower(
         self, state: LeaderAndIsrPartitionState, topic_id: UUID | None, hw_checkpoint: int | None
     ) -> bool:
         """Apply a LeaderAndIsr naming another broker leader. True if the leader or
         epoch changed (the follower must then fetch from the new leader)."""
         self.create_log_if_not_exists(hw_checkpoint, state.is_new)
+        if self._is_stale(state):
+            return False
         changed = state.leader_epoch > self.leader_epoch or state.leader != self.leader_id
         self.topic_id = topic_id or self.topic_id
         self.controller_epoch = state.controller_epoch
@@ -382,6 +399,10 @@ class Partition:
             # agree with ours? If not, tell it where they part (Kafka's
             # validateFetchOffsetAndEpoch), and send no data.
             epoch, end = lg.leader_epoch_cache.end_offset_for(last_fetched_epoch, leo)
+            if epoch < 0 or end < 0:
+                raise OffsetOutOfRangeError(
+                    f"the end of epoch {last_fetched_epoch} of {self.tp} is not known here"
+                )
             if epoch < last_fetched_epoch or end < fetch_offset:
                 empty = FetchDataInfo(fetch_offset, b"")
                 return LogReadInfo(empty, hw, lg.log_start_offset, leo, hw, (epoch, end))
@@ -435,7 +456,8 @@ class Partition:
                 "%s: truncating from %d to %d (leader's epoch %d ends at %d)",
                 self.tp, lg.log_end_offset, target, epoch, end_offset,
             )  # fmt: skip
-            lg.truncate_to(target)
+        # Even with nothing to cut: epochs this log names past `target` must go.
+        lg.truncate_to(target)
         self.high_watermark = min(self.high_watermark, lg.log_end_offset)
 
     def restart_follower_log_at(self, leader_log_start: int) -> None:

@@ -386,7 +386,11 @@ class ReplicaManager:
     ) -> None:
         reads = self.read_from_local_log(params, partitions)
         readable = sum(r.info.data.size for r in reads if r.info is not None)
-        errored = any(r.error != ErrorCode.none for r in reads)
+        # Errors, and followers that must first cut their logs, are answered at once.
+        errored = any(
+            r.error != ErrorCode.none or (r.info is not None and r.info.diverging_epoch)
+            for r in reads
+        )
         if params.max_wait_ms <= 0 or not reads or readable >= params.min_bytes or errored:
             respond(reads)
             return

@@ -25,6 +25,21 @@ Callback = Callable[[AlterPartitionResult], None]
 
 RETRY_BACKOFF_S = 0.05
 MAX_RETRY_BACKOFF_S = 1.0
+# Partition answers that settle a proposal; any other (UNKNOWN_SERVER_ERROR after a
+# failed write, say) means "try again", as Kafka's AlterPartitionManager retries.
+FINAL = frozenset(
+    {
+        ErrorCode.none,
+        ErrorCode.operation_not_attempted,
+        ErrorCode.ineligible_replica,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.unknown_topic_id,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.invalid_update_version,
+        ErrorCode.invalid_request,
+        ErrorCode.new_leader_elected,
+    }
+)
 
 
 class AlterPartitionManager:
@@ -55,22 +70,21 @@ class AlterPartitionManager:
                 continue
             batch, self._unsent = self._unsent, {}
             results = await self._try_send(tuple(item for item, _ in batch.values()))
-            if results is None:
-                for key, entry in batch.items():
-                    self._unsent.setdefault(key, entry)
+            answered = {(r.topic, r.partition): r for r in results or ()}
+            retry = False
+            for key, (item, on_result) in batch.items():
+                result = answered.get(key)
+                if result is None or result.error_code not in FINAL:
+                    self._unsent.setdefault(key, (item, on_result))  # ask again
+                    retry = True
+                else:
+                    on_result(result)
+            if retry:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
                 self._wake.set()
-                continue
-            backoff = RETRY_BACKOFF_S
-            answered = {(r.topic, r.partition): r for r in results}
-            for key, (item, on_result) in batch.items():
-                result = answered.get(key)
-                if result is None:  # not answered: ask again
-                    self._unsent.setdefault(key, (item, on_result))
-                    self._wake.set()
-                else:
-                    on_result(result)
+            else:
+                backoff = RETRY_BACKOFF_S
 
     async def _try_send(
         self, items: tuple[AlterPartitionItem, ...]
@@ -80,6 +94,10 @@ class AlterPartitionManager:
             error, results = await self._send(items)
         except (ConnectionError, OSError, TimeoutError, DecodeError) as e:
             log.warning("AlterPartition did not reach the controller (%s); retrying", e)
+            return None
+        except Exception:
+            # Not expected; the proposals must still reach the controller.
+            log.exception("AlterPartition failed; retrying")
             return None
         if error != ErrorCode.none:
             log.info("AlterPartition answered %s; retrying", ErrorCode(error).name)

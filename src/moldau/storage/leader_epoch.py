@@ -70,6 +70,9 @@ class LeaderEpochCache:
             return epoch, entries[0][1]
         return entries[higher - 1][0], entries[higher][1]
 
+    def clear(self) -> None:
+        self._replace([])
+
     def truncate_from_end(self, end_offset: int) -> None:
         self._replace([(e, o) for e, o in self._entries if o < end_offset])
 

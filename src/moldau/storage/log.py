@@ -748,6 +748,10 @@ class Log:
         """Remove everything at or after `offset` (at a batch boundary)."""
         with self._io("truncation of"):
             if offset >= self._leo:
+                # Nothing to cut, but an epoch this broker started as leader and never
+                # wrote to may be there: it must go, or a fetch from the new leader
+                # would name it for ever (Kafka's truncateTo does the same).
+                self.leader_epoch_cache.truncate_from_end(self._leo)
                 return
             if offset < self.segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
@@ -778,7 +782,7 @@ class Log:
             self._leo = offset
             self.log_start_offset = offset
             self.recovery_point = offset
-            self.leader_epoch_cache.truncate_from_end(offset)
+            self.leader_epoch_cache.clear()  # a history the leader does not share
             self.producer_state.delete_all_snapshots()
             self._rebuild_producer_state()
 
