@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+# nft cuts a broker off the network in the cluster tests (moldau.testing.isolation).
+command -v nft >/dev/null 2>&1 || need+=(nftables)
 # ZooKeeper for the cluster tests: Debian's jar, run directly with java.
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(libzookeeper-java)

@@ -2,9 +2,10 @@
 clients and real signals (as Kafka's ReplicationTest): a topic with three replicas
 and min.insync.replicas=2 keeps every record acknowledged with acks=all, at the
 offset it was acknowledged with, through the death of a leader (kill -9), of the
-controller, a follower's bounce (SIGTERM, restart) and a leader paused past its
-ZooKeeper session (SIGSTOP, SIGCONT); with the idempotent producer none is
-duplicated. ISR and leaders move as clients see them on Kafka."""
+controller, a follower's bounce (SIGTERM, restart), a leader paused past its
+ZooKeeper session (SIGSTOP, SIGCONT), and (on its own) a leader cut off the network
+and healed; with the idempotent producer none is duplicated. ISR and leaders move
+as clients see them on Kafka."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -92,6 +94,27 @@ class Load:
         self.producer.flush(60)
 
 
+def verify(load: Load, bootstrap: str, topic: str, idempotent: bool) -> None:
+    """Every acknowledged record is there, at the offset it was acknowledged with;
+    with idempotence none twice and each partition in order."""
+    lost = duplicated = 0
+    for p in range(PARTITIONS):
+        acked = {o: v for (part, o), v in load.acked.items() if part == p}
+        got = confluent_consume(bootstrap, topic, max(acked) + 1, partition=p)
+        stored = {o: v for _, o, _, v, _ in got}
+        lost += sum(1 for o, v in acked.items() if stored.get(o) != v)
+        values = [v for _, _, _, v, _ in got]
+        duplicated += len(values) - len(set(values))
+        if idempotent:
+            assert values == sorted(values), "records of a partition out of order"
+    print(
+        f"acked {len(load.acked)}, lost {lost}, duplicated {duplicated}, errors {len(load.errors)}"
+    )
+    assert lost == 0
+    if idempotent:
+        assert duplicated == 0
+
+
 def run_failures(make_cluster: MakeCluster, topic: str, idempotent: bool) -> None:
     cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -147,23 +170,7 @@ def run_failures(make_cluster: MakeCluster, topic: str, idempotent: bool) -> Non
             30,
         )
         assert load.grows()
-    # Every acknowledged record is there, at the offset it was acknowledged with.
-    lost = duplicated = 0
-    for p in range(PARTITIONS):
-        acked = {o: v for (part, o), v in load.acked.items() if part == p}
-        got = confluent_consume(cluster.bootstrap, topic, max(acked) + 1, partition=p)
-        stored = {o: v for _, o, _, v, _ in got}
-        lost += sum(1 for o, v in acked.items() if stored.get(o) != v)
-        values = [v for _, _, _, v, _ in got]
-        duplicated += len(values) - len(set(values))
-        if idempotent:
-            assert values == sorted(values), "records of a partition out of order"
-    print(
-        f"acked {len(load.acked)}, lost {lost}, duplicated {duplicated}, errors {len(load.errors)}"
-    )
-    assert lost == 0
-    if idempotent:
-        assert duplicated == 0
+    verify(load, cluster.bootstrap, topic, idempotent)
 
 
 def test_acks_all_loses_nothing_through_failures_idempotent(
@@ -176,6 +183,36 @@ def test_acks_all_loses_nothing_through_failures(
     make_cluster: MakeCluster, topic_name: str
 ) -> None:
     run_failures(make_cluster, topic_name, idempotent=False)
+
+
+def test_a_leader_cut_off_the_network_loses_no_acknowledged_record(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """The leader of a partition is cut off (moldau.testing.isolation: it runs on,
+    but nothing it sends arrives): the others elect a new leader; healed, the old
+    one follows again, cutting what only it had."""
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    if cluster.isolation_unavailable is not None:
+        pytest.skip(cluster.isolation_unavailable)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic_name, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    assert wait_for(lambda: isr_full(cluster.bootstrap, topic_name), 20)
+    with Load(cluster.bootstrap, topic_name, idempotent=True) as load:
+        assert load.grows()
+        leader = partitions(cluster.bootstrap, topic_name)[0][0]
+        cluster.isolate(leader)
+        others = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != leader)
+        assert wait_for(lambda: partitions(others, topic_name)[0][0] not in (leader, -1), 30)
+        assert load.grows()
+        cluster.heal(leader)
+        assert wait_for(lambda: isr_full(cluster.bootstrap, topic_name), 60)
+        assert load.grows()
+    verify(load, cluster.bootstrap, topic_name, idempotent=True)
+
+
+def isr_full(bootstrap: str, topic: str) -> bool:
+    return all(len(isr) == 3 for _, _, isr in partitions(bootstrap, topic).values())
 
 
 def test_too_small_an_isr_refuses_acks_all_and_the_cli_shows_it(

@@ -89,6 +89,8 @@ async def _serve(config: Any) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # SIGUSR1 logs what every task is waiting for (as jstack does for Kafka).
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
         await cluster.start()
         for b in cluster.brokers:
@@ -105,6 +107,16 @@ async def _serve(config: Any) -> int:
         raise CliError(failure)
     logging.getLogger("moldau").info("shut down cleanly")
     return 0
+
+
+def _dump_tasks() -> None:
+    import io
+
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        print(f"-- {task.get_name()}", file=out)
+        task.print_stack(limit=12, file=out)
+    logging.getLogger("moldau").warning("tasks:\n%s", out.getvalue())
 
 
 async def _wait_for_stop(stop: asyncio.Event, brokers: list[Any]) -> str | None:

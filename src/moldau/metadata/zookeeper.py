@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from kazoo import exceptions as kz
@@ -114,6 +116,10 @@ class ZooKeeperStore(MetadataStore):
         self._retry = KazooRetry(
             max_tries=-1, delay=0.05, max_delay=1.0, ignore_expire=True, deadline=30.0
         )
+        # kazoo calls block (and retry for up to 30 s while ZooKeeper is away): they
+        # get threads of their own, so they neither starve the event loop's default
+        # executor (log flushes) nor keep `close` from running.
+        self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="zookeeper")
 
     @property
     def session_id(self) -> int:
@@ -158,7 +164,20 @@ class ZooKeeperStore(MetadataStore):
     async def close(self) -> None:
         if self._zk is not None:
             zk, self._zk = self._zk, None
-            await asyncio.to_thread(_stop_and_close, zk)
+            # A thread of its own: every pooled one may be inside a call that retries
+            # until the client stops, which is what this does.
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[None] = loop.create_future()
+
+            def stop() -> None:
+                try:
+                    _stop_and_close(zk)
+                finally:
+                    loop.call_soon_threadsafe(done.set_result, None)
+
+            threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
+            await done
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -171,7 +190,7 @@ class ZooKeeperStore(MetadataStore):
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         call = functools.partial(self._retry.copy(), fn, *args, **kwargs)
         try:
-            return await asyncio.to_thread(call)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
         except Exception as e:
             raise _translate(e) from e
 

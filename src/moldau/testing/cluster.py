@@ -16,6 +16,7 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
+from moldau.testing.isolation import IsolationGroup, isolation_available
 from moldau.testing.process import BrokerProcess, wait_for
 from moldau.testing.zookeeper import ZooKeeperServer, read_children, read_znodes
 
@@ -34,8 +35,16 @@ class Cluster:
         self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper")
         self.chroot = chroot
         self.overrides = dict(overrides or {})
+        # Each broker starts in a group of its own so `isolate` can cut it off, where
+        # this machine allows it (root, cgroup v2, nft).
+        self.isolation_unavailable = isolation_available()
+        self._groups: dict[int, IsolationGroup] = {}
+        if self.isolation_unavailable is None:
+            self._groups = {i: IsolationGroup(f"broker-{i}") for i in range(1, brokers + 1)}
         self.brokers: dict[int, BrokerProcess] = {
-            i: BrokerProcess(self.directory / f"broker-{i}", self._settings(i))
+            i: BrokerProcess(
+                self.directory / f"broker-{i}", self._settings(i), isolation=self._groups.get(i)
+            )
             for i in range(1, brokers + 1)
         }
 
@@ -81,6 +90,8 @@ class Cluster:
             b.kill()
         if self._own_zookeeper:
             self.zookeeper.stop()
+        for group in self._groups.values():
+            group.remove()
 
     def __enter__(self) -> Cluster:
         return self.start()
@@ -105,6 +116,19 @@ class Cluster:
         if self.is_running(b):
             b.stop()
         b.start(timeout)
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut one broker off the network: ZooKeeper, the other brokers and clients
+        stop hearing from it (they time out), though it runs on."""
+        if self.isolation_unavailable is not None:
+            raise RuntimeError(f"cannot isolate a broker here: {self.isolation_unavailable}")
+        self._groups[broker_id].isolate()
+
+    def heal(self, broker_id: int) -> None:
+        """Put an isolated broker back on the network."""
+        group = self._groups.get(broker_id)
+        if group is not None:
+            group.heal()
 
     def pause(self, broker_id: int) -> None:
         """SIGSTOP: the process stays, but answers nothing, not even ZooKeeper."""

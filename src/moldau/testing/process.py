@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from moldau.testing.isolation import IsolationGroup
+
 _LISTENING = re.compile(r"listening on [^\s:]+:(\d+)")
 
 
@@ -24,8 +26,11 @@ class BrokerProcess:
         port: int = 0,
         host: str = "127.0.0.1",
         log_path: Path | None = None,
+        isolation: IsolationGroup | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # A cgroup the process starts in, so that tests can cut it off the network.
+        self.isolation = isolation
         self.overrides = dict(overrides or {})
         self.requested_port = port
         self.host = host
@@ -61,6 +66,10 @@ class BrokerProcess:
         self._lines = []
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed by the reader thread)
+        if self.isolation is not None:
+            # Into its group before it opens any socket (a socket keeps the group it
+            # was made in); exec keeps the pid.
+            cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.isolation.procs), *cmd]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
         threading.Thread(target=self._read_stdout, args=(self.proc, log_file), daemon=True).start()
         if not self._ready.wait(timeout) or self.proc.poll() is not None:
@@ -90,6 +99,9 @@ class BrokerProcess:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            # Leave in its log what it was waiting for, then kill it.
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
             self.kill()
             raise
 
