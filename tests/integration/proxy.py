@@ -1,6 +1,7 @@
 """A TCP proxy between clients and a broker that can drop a connection right after
 the broker answered a request of a given API: the request took effect, the client
-never hears so, and retries. Runs in a thread of the test process."""
+never hears so, and retries. It also notes the size of every request and response
+by API. Runs in a thread of the test process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import contextlib
 import socket
 import struct
 import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from moldau.testing.process import BrokerProcess
 
 
 class DroppingProxy:
@@ -18,6 +23,8 @@ class DroppingProxy:
         self.drops_left = 0
         self.drop_api_key = 0
         self.dropped = 0
+        # (api key, request size, response size) of each answered request, in order
+        self.exchanges: list[tuple[int, int, int]] = []
         self._lock = threading.Lock()
         self._closed = False
         self._threads: list[threading.Thread] = []
@@ -44,7 +51,7 @@ class DroppingProxy:
             except OSError:  # the broker is down: the client sees a closed connection
                 _close(client)
                 continue
-            pending: dict[int, int] = {}  # correlation id -> api key
+            pending: dict[int, tuple[int, int]] = {}  # correlation id -> api key, size
             self._spawn(self._pump_requests, client, upstream, pending)
             self._spawn(self._pump_responses, upstream, client, pending)
 
@@ -66,11 +73,11 @@ class DroppingProxy:
                 buf = buf[4 + size :]
 
     def _pump_requests(
-        self, client: socket.socket, upstream: socket.socket, pending: dict[int, int]
+        self, client: socket.socket, upstream: socket.socket, pending: dict[int, tuple[int, int]]
     ) -> None:
         for frame in self._frames(client):
             api_key, _, correlation = struct.unpack_from(">hhi", frame, 4)
-            pending[correlation] = api_key
+            pending[correlation] = (api_key, len(frame))
             try:
                 upstream.sendall(frame)
             except OSError:
@@ -78,12 +85,13 @@ class DroppingProxy:
         _close(client, upstream)
 
     def _pump_responses(
-        self, upstream: socket.socket, client: socket.socket, pending: dict[int, int]
+        self, upstream: socket.socket, client: socket.socket, pending: dict[int, tuple[int, int]]
     ) -> None:
         for frame in self._frames(upstream):
             (correlation,) = struct.unpack_from(">i", frame, 4)
-            api_key = pending.pop(correlation, -1)
+            api_key, size = pending.pop(correlation, (-1, 0))
             with self._lock:
+                self.exchanges.append((api_key, size, len(frame)))
                 drop = self.drops_left > 0 and api_key == self.drop_api_key
                 if drop:
                     self.drops_left -= 1
@@ -106,3 +114,28 @@ def _close(*socks: socket.socket) -> None:
         with contextlib.suppress(OSError):
             s.shutdown(socket.SHUT_RDWR)
         s.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def proxied_broker(data: Path) -> Iterator[tuple[str, DroppingProxy]]:
+    """A broker process that tells clients to reach it through a proxy: (bootstrap,
+    proxy). The broker is killed at the end, whatever happened."""
+    broker_port, proxy_port = free_port(), free_port()
+    b = BrokerProcess(
+        data, {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}"}, port=broker_port
+    )
+    b.start()
+    proxy = None
+    try:
+        proxy = DroppingProxy("127.0.0.1", broker_port, listen_port=proxy_port)
+        yield f"127.0.0.1:{proxy_port}", proxy
+    finally:
+        if proxy is not None:
+            proxy.close()
+        b.kill()

@@ -3,7 +3,6 @@ gaps and old epochs are refused."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -11,34 +10,16 @@ from confluent_kafka import Producer
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
-from moldau.testing.process import BrokerProcess
 from tests.integration import requests as rq
 from tests.integration.clients import confluent_consume, create_topic
 from tests.integration.kafka_wire import WireClient
-from tests.integration.proxy import DroppingProxy
+from tests.integration.proxy import proxied_broker
 
 pytestmark = pytest.mark.integration
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_lost_produce_responses_cause_no_duplicates(tmp_path: Path, topic_name: str) -> None:
-    broker_port, proxy_port = free_port(), free_port()
-    b = BrokerProcess(
-        tmp_path / "data",
-        {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}"},
-        port=broker_port,
-    )
-    b.start()
-    proxy = None
-    try:
-        # The broker tells clients to use the proxy's address; the proxy takes it over.
-        proxy = DroppingProxy("127.0.0.1", broker_port, listen_port=proxy_port)
-        bootstrap = f"127.0.0.1:{proxy_port}"
+    with proxied_broker(tmp_path / "data") as (bootstrap, proxy):
         create_topic(bootstrap, topic_name)
         acked: list[int] = []
         errors: list[object] = []
@@ -72,10 +53,6 @@ def test_lost_produce_responses_cause_no_duplicates(tmp_path: Path, topic_name: 
         with WireClient(bootstrap) as c:  # nothing extra after them
             latest = c.request(rq.list_offsets(topic_name, 0, -1))
             assert latest.topics[0].partitions[0].offset == 3000
-    finally:
-        if proxy is not None:
-            proxy.close()
-        b.kill()
 
 
 def test_sequence_gaps_duplicates_and_old_epochs_on_the_wire(

@@ -117,6 +117,8 @@ BROKER_CONFIG = ConfigDef(
                   "Allow out-of-sync replicas to become leader as a last resort."),
         ConfigKey("replica.lag.time.max.ms", T.LONG, 30_000, I.HIGH,
                   "A follower that has not caught up for this long leaves the ISR."),
+        ConfigKey("max.incremental.fetch.session.cache.slots", T.INT, 1000, I.MEDIUM,
+                  "Incremental fetch sessions (KIP-227) a broker keeps at most.", at_least(0)),
         ConfigKey("replica.fetch.max.bytes", T.INT, 1_048_576, I.MEDIUM,
                   "Bytes a follower fetches per partition and request.", at_least(0)),
         ConfigKey("replica.fetch.response.max.bytes", T.INT, 10_485_760, I.MEDIUM,

@@ -44,6 +44,7 @@ from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
 from moldau.server.apis import KafkaApis
 from moldau.server.control_client import NetworkTransport
+from moldau.server.fetch_session import FetchManager, FetchSessionCache
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.network import SocketServer
 from moldau.server.replica_fetch_client import NetworkFetchClient
@@ -111,6 +112,9 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
         self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], clock)
+        )
 
         # Links to other brokers' inter-broker listeners, as UpdateMetadata names
         # them: to the active controller (AlterPartition), and to the leaders a

@@ -1,7 +1,7 @@
 """The follower's Fetch requests on the wire (the FetchClient of replication/fetcher.py):
 Fetch v12 with `replica_id` set, to the leader's inter-broker listener, over one
 connection per leader (the controller link's transport, which resolves endpoints
-and starts afresh after an error)."""
+and starts afresh after an error), in an incremental fetch session per leader."""
 
 from __future__ import annotations
 
@@ -16,18 +16,24 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import decode_response, encode_body
 from moldau.protocol.errors import ErrorCode
+from moldau.replication.fetch_session_handler import FetchSessionHandler
 from moldau.replication.fetcher import FetcherConfig, FollowerFetchPartition, FollowerFetchResult
 from moldau.server.control_client import NetworkTransport
 from moldau.storage.partition_name import TopicPartition
 
 VERSION = 12
-# A Fetch without a session (KIP-227 sessions: later).
-NO_SESSION_ID, FINAL_EPOCH = 0, -1
+# Top-level errors that only say the session is gone: fetch again, in full, at once.
+SESSION_ERRORS = (
+    ErrorCode.fetch_session_id_not_found,
+    ErrorCode.invalid_fetch_session_epoch,
+    ErrorCode.fetch_session_topic_id_error,
+)
 
 
 class NetworkFetchClient:
     def __init__(self, transport: NetworkTransport) -> None:
         self.transport = transport
+        self.sessions: dict[int, FetchSessionHandler] = {}  # by leader
 
     async def fetch(
         self,
@@ -36,9 +42,14 @@ class NetworkFetchClient:
         config: FetcherConfig,
         partitions: Sequence[FollowerFetchPartition],
     ) -> list[FollowerFetchResult]:
+        session = self.sessions.setdefault(leader_id, FetchSessionHandler())
+        fetch = session.build(partitions)
         by_topic: dict[str, list[FollowerFetchPartition]] = {}
-        for p in partitions:
+        for p in fetch.to_send:
             by_topic.setdefault(p.tp.topic, []).append(p)
+        forgotten: dict[str, list[int]] = {}
+        for tp in fetch.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = rq.FetchRequest(
             cluster_id=None,
             replica_id=BrokerId(replica_id),
@@ -46,8 +57,8 @@ class NetworkFetchClient:
             min_bytes=i32(config.min_bytes),
             max_bytes=i32(config.response_max_bytes),
             isolation_level=i8(0),
-            session_id=i32(NO_SESSION_ID),
-            session_epoch=i32(FINAL_EPOCH),
+            session_id=i32(fetch.session_id),
+            session_epoch=i32(fetch.epoch),
             topics=tuple(
                 rq.FetchTopic(
                     topic=TopicName(topic),
@@ -65,13 +76,24 @@ class NetworkFetchClient:
                 )
                 for topic, group in by_topic.items()
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                rq.ForgottenTopic(topic=TopicName(topic), partitions=tuple(i32(n) for n in numbers))
+                for topic, numbers in forgotten.items()
+            ),
             rack_id="",
         )
-        body = await self.transport.request(leader_id, ApiKey.FETCH, VERSION, encode_body(request))
-        response = decode_response(ApiKey.FETCH, VERSION, body)
-        assert isinstance(response, rs.FetchResponse)
-        if response.error_code != ErrorCode.none:
+        try:
+            body = await self.transport.request(
+                leader_id, ApiKey.FETCH, VERSION, encode_body(request)
+            )
+            response = decode_response(ApiKey.FETCH, VERSION, body)
+            assert isinstance(response, rs.FetchResponse)
+        except BaseException:
+            session.handle_error()
+            raise
+        if not session.handle_response(fetch, response.error_code, response.session_id):
+            if response.error_code in SESSION_ERRORS:
+                return []
             return [FollowerFetchResult(p.tp, response.error_code) for p in partitions]
         results = []
         for t in response.responses:

@@ -1,6 +1,7 @@
-"""Fetch (1): consumers (and, later, follower replicas) read partitions. A fetch
+"""Fetch (1): consumers and follower replicas read partitions. A fetch
 that cannot yet return min_bytes waits in the fetch purgatory (long poll) for new
-data or max_wait_ms. Records go out as file slices (sendfile)."""
+data or max_wait_ms. Records go out as file slices (sendfile). Fetchers that open a
+session (KIP-227, server/fetch_session.py) name and get only what changed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.fetch import FetchPartitionResult, FetchTopicResult, encode_fetch_response
 from moldau.replication.partition import FetchIsolation
 from moldau.replication.replica_manager import FetchParams, FetchPartitionRead
+from moldau.server.fetch_session import FINAL_EPOCH, CachedPartition, SessionKey
 from moldau.server.request import RawBody, RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
@@ -39,22 +41,18 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
         max_bytes,
         isolation,
     )
-    reads: list[FetchPartitionRead] = []
-    layout: list[tuple[str, object, list[TopicPartition]]] = []
-    unknown: dict[TopicPartition, ErrorCode] = {}
-    ids = {v: k for k, v in broker.metadata_cache.topic_ids.items()} if version >= 13 else {}
+    uses_ids = version >= 13
+    ids = {v: k for k, v in broker.metadata_cache.topic_ids.items()} if uses_ids else {}
+    wanted = []
     for t in req.topics:
-        name = t.topic if version < 13 else ids.get(t.topic_id, "")
-        tps = []
+        name = ids.get(t.topic_id, "") if uses_ids else t.topic
+        topic_id = t.topic_id if uses_ids else None
         for p in t.partitions:
-            tp = TopicPartition(name, p.partition)
-            tps.append(tp)
-            if not name:
-                unknown[tp] = ErrorCode.unknown_topic_id
-                continue
-            reads.append(
-                FetchPartitionRead(
-                    tp,
+            wanted.append(
+                CachedPartition(
+                    (topic_id if uses_ids else name, p.partition),
+                    TopicPartition(name, p.partition),
+                    topic_id,
                     p.fetch_offset,
                     p.current_leader_epoch if version >= 9 else -1,
                     p.partition_max_bytes,
@@ -62,8 +60,26 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                     p.last_fetched_epoch if version >= 12 else -1,
                 )
             )
-        layout.append((name, getattr(t, "topic_id", None), tps))
+    if version >= 7:
+        forgotten: list[SessionKey] = [
+            (t.topic_id if uses_ids else t.topic, partition)
+            for t in req.forgotten_topics_data
+            for partition in t.partitions
+        ]
+        context = broker.fetch_manager.new_context(
+            req.session_id, req.session_epoch, replica_id >= 0, uses_ids, wanted, forgotten
+        )
+    else:
+        context = broker.fetch_manager.new_context(0, FINAL_EPOCH, False, False, wanted, [])
+    if context.error != ErrorCode.none:
+        return RawBody(encode_fetch_response(version, [], error_code=context.error))
+    if uses_ids:  # a topic id learnt since the partition joined the session
+        for cached in context.partitions:
+            if not cached.tp.topic and cached.topic_id in ids:
+                cached.tp = TopicPartition(ids[cached.topic_id], cached.tp.partition)
 
+    # Partitions of unknown topic ids are answered without a read.
+    reads = [c.to_read() for c in context.partitions if c.tp.topic]
     future: asyncio.Future[list[FetchPartitionRead]] = asyncio.get_running_loop().create_future()
 
     def respond(result: list[FetchPartitionRead]) -> None:
@@ -73,27 +89,31 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
     broker.replica_manager.fetch_messages(params, reads, respond)
     done = future.result() if future.done() else await future
     by_tp = {r.tp: r for r in done}
-    topics = []
-    for name, topic_id, tps in layout:
-        results = []
-        for tp in tps:
-            r = by_tp.get(tp)
-            if r is None:
-                results.append(
-                    FetchPartitionResult(
-                        tp.partition, unknown.get(tp, ErrorCode.unknown_topic_or_partition)
-                    )
-                )
-                continue
-            result = FetchPartitionResult(tp.partition, r.error)
-            if r.info is not None:
-                result.high_watermark = r.info.high_watermark
-                result.last_stable_offset = r.info.last_stable_offset
-                result.log_start_offset = r.info.log_start_offset
-                result.records = r.info.data.records if r.error == ErrorCode.none else None
-                result.diverging_epoch = r.info.diverging_epoch
-            if result.records is None:
-                result.records = b""
-            results.append(result)
-        topics.append(FetchTopicResult(name, results, topic_id))  # type: ignore[arg-type]
-    return RawBody(encode_fetch_response(version, topics, session_id=0))
+    results = []
+    for cached in context.partitions:
+        read = by_tp.get(cached.tp) if cached.tp.topic else None
+        if read is None:
+            error = ErrorCode.unknown_topic_or_partition
+            if not cached.tp.topic:
+                error = ErrorCode.unknown_topic_id
+            read = FetchPartitionRead(cached.tp, cached.fetch_offset, -1, 0, error=error)
+        results.append(read)
+    session_id, answer = context.respond(results)
+
+    topics: list[FetchTopicResult] = []
+    for cached, read in answer:
+        result = FetchPartitionResult(cached.tp.partition, read.error)
+        if read.info is not None:
+            result.high_watermark = read.info.high_watermark
+            result.last_stable_offset = read.info.last_stable_offset
+            result.log_start_offset = read.info.log_start_offset
+            result.records = read.info.data.records if read.error == ErrorCode.none else None
+            result.diverging_epoch = read.info.diverging_epoch
+        if result.records is None:
+            result.records = b""
+        # Consecutive partitions of one topic go under one topic entry, as Kafka's.
+        last = topics[-1] if topics else None
+        if last is None or (last.topic, last.topic_id) != (cached.tp.topic, cached.topic_id):
+            topics.append(FetchTopicResult(cached.tp.topic, [], cached.topic_id))
+        topics[-1].partitions.append(result)
+    return RawBody(encode_fetch_response(version, topics, session_id=session_id))
