@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -351,3 +352,74 @@ def test_acks_1_may_lose_what_the_dead_leader_alone_had(
     late = [o for o in lost if load.acked_at[(0, o)] > took_over]
     print(f"acks=1: acknowledged {len(acked)}, lost {len(lost)} (all before the failover)")
     assert late == []
+
+
+def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_replica(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """The only ISR member dies after the other replica fell behind: the partition
+    stays without a leader (nothing acknowledged is given up) until the topic's
+    unclean.leader.election.enable is switched on at run time; then the stale
+    replica leads, and what only the dead one had is lost, as on Kafka."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # Replicas away from the controller, which takes a dead broker out of the ISR
+    # at once.
+    controller = cluster.wait_for_controller()
+    leader, follower = (b for b in (1, 2, 3) if b != controller)
+    new = NewTopic(
+        topic_name,
+        num_partitions=1,
+        replica_assignment=[[leader, follower]],
+        config={"min.insync.replicas": "1"},
+    )
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    assert wait_for(
+        lambda: partitions(cluster.bootstrap, topic_name)[0][2] == sorted([leader, follower]), 20
+    )
+
+    def produce(values: list[bytes]) -> list[int]:
+        offsets: list[int] = []
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                      "message.timeout.ms": 20_000})  # fmt: skip
+
+        def done(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                offsets.append(msg.offset())
+
+        for v in values:
+            p.produce(topic_name, v, partition=0, on_delivery=done)
+        p.flush(30)
+        return offsets
+
+    early = [b"early-%d" % i for i in range(10)]
+    assert produce(early) == list(range(10))
+    cluster.kill(follower)
+    assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [leader], 30)
+    assert produce([b"late-%d" % i for i in range(5)]) == list(range(10, 15))
+    cluster.kill(leader)
+    survivors = ",".join(cluster.brokers[b].bootstrap for b in (controller, follower))
+    assert wait_for(lambda: partitions(survivors, topic_name)[0][0] == -1, 30)
+    cluster.restart(follower)
+    # Unclean election is off: no leader, however long we wait.
+    assert not wait_for(lambda: partitions(survivors, topic_name)[0][0] != -1, 5)
+
+    entry = ConfigEntry(
+        "unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[entry])
+    survivors_admin = AdminClient({"bootstrap.servers": survivors})
+    survivors_admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    assert wait_for(
+        lambda: partitions(survivors, topic_name)[0][:3:2] == (follower, [follower]), 30
+    )
+    assert produce([b"after"]) == [10]
+    got = confluent_consume(survivors, topic_name, 11)
+    assert [v for _, _, _, v, _ in got] == [*early, b"after"]

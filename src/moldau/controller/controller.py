@@ -31,6 +31,7 @@ from moldau.controller.events import (
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
+    TopicUncleanLeaderElectionEnable,
 )
 from moldau.controller.partition_state_machine import PartitionStateMachine
 from moldau.controller.replica_state_machine import ReplicaStateMachine
@@ -95,6 +96,10 @@ class Controller:
         await self.channel.close()
         self._resign()
 
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        if self.is_active:
+            self.enqueue(TopicUncleanLeaderElectionEnable(topic))
+
     def enqueue(self, event: ControllerEvent) -> None:
         self.idle.clear()
         self._queue.put_nowait(event)
@@ -138,6 +143,12 @@ class Controller:
             await self._process_leader_and_isr_response(event.broker_id, event.response)
         elif isinstance(event, AlterPartitionReceived):
             await self._process_alter_partition(event)
+        elif isinstance(event, TopicUncleanLeaderElectionEnable):
+            # Partitions left without a leader may now take any live replica.
+            log.info("controller %d: unclean leader election enabled for %s", self.broker_id,
+                     event.topic)  # fmt: skip
+            await self.partition_sm.trigger_online_partition_state_change(event.topic)
+            self.batch.send()
 
     # -- watches (they only enqueue) -----------------------------------------------------
 

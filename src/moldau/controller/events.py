@@ -46,6 +46,13 @@ class TopicDeletion:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicUncleanLeaderElectionEnable:
+    """The topic's unclean.leader.election.enable was switched on."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
 class LogDirEventNotification:
     """A broker wrote /log_dir_event_notification: one of its log dirs failed."""
 
@@ -80,6 +87,7 @@ ControllerEvent = (
     | TopicChange
     | PartitionModifications
     | TopicDeletion
+    | TopicUncleanLeaderElectionEnable
     | TopicDeletionStopReplicaResponseReceived
     | LogDirEventNotification
     | LeaderAndIsrResponseReceived

@@ -57,13 +57,15 @@ class PartitionStateMachine:
             else:
                 self.ctx.partition_states[tp] = PartitionState.OFFLINE
 
-    async def trigger_online_partition_state_change(self) -> None:
-        """New and Offline partitions (not being deleted) go Online if they can."""
+    async def trigger_online_partition_state_change(self, topic: str | None = None) -> None:
+        """New and Offline partitions (not being deleted; of `topic` if given) go
+        Online if they can."""
         candidates = [
             tp
             for tp, state in self.ctx.partition_states.items()
             if state in (PartitionState.NEW, PartitionState.OFFLINE)
             and not self.ctx.is_topic_queued_for_deletion(tp.topic)
+            and topic in (None, tp.topic)
         ]
         await self.handle_state_changes(candidates, PartitionState.ONLINE, ElectionStrategy.OFFLINE)
 

@@ -165,6 +165,7 @@ class Broker:
             self._unclean_election_enabled,
             config["delete.topic.enable"],
         )
+        self.topic_configs.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
         self.listeners = parse_listeners(config["listeners"])
         self.servers: list[SocketServer] = []
@@ -477,6 +478,11 @@ class Broker:
             self.metadata_cache.update(request)
             return UpdateMetadataResponse(ErrorCode.none)
         raise TypeError(f"unknown control request {type(request).__name__}")
+
+    def _on_topic_config_change(self, topic: str) -> None:
+        # As Kafka's TopicConfigHandler: the controller retries leaderless partitions.
+        if self.topic_configs.values(topic)["unclean.leader.election.enable"]:
+            self.controller.enable_topic_unclean_leader_election(topic)
 
     async def _unclean_election_enabled(self, topic: str) -> bool:
         overrides = await self.client.get_topic_config(topic)

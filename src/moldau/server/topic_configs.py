@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from moldau.config.broker import BrokerConfig
@@ -33,6 +33,8 @@ class TopicConfigs:
         self._last_change = -1
         self._changes = asyncio.Event()
         self._tasks = TaskOwner("topic-configs")
+        # Called with a topic's name after its overrides changed.
+        self.listeners: list[Callable[[str], None]] = []
 
     async def load(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -91,6 +93,8 @@ class TopicConfigs:
             if tp.topic == topic:
                 lg.update_config(config)
         log.info("topic %s config is now %s", topic, self.overrides.get(topic))
+        for listener in self.listeners:
+            listener(topic)
 
 
 def _seq(name: str) -> int:
