@@ -265,12 +265,24 @@ def latency_worker(
     seconds: float,
     out: mp.Queue,  # type: ignore[type-arg]
     acks: str = "1",
+    partition: int = 0,
+    sample_every: int = 1,
 ) -> None:
-    """One producer at a steady rate well below saturation: what a record waits for
-    its acknowledgement when the broker is not the bottleneck."""
+    """One producer at a steady rate below saturation: what a record waits for its
+    acknowledgement when the broker is not the bottleneck. Records due are sent as
+    they fall due (in a burst if the loop fell behind); one in `sample_every` is
+    timed, so that high rates are not paced by the callbacks."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 1})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 1,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
     value = os.urandom(size)
     latencies: list[float] = []
 
@@ -280,18 +292,20 @@ def latency_worker(
     interval = 1.0 / rate
     begin = time.perf_counter()
     sent = 0
-    while time.perf_counter() - begin < seconds:
+    while (now := time.perf_counter()) - begin < seconds:
         due = begin + sent * interval
-        now = time.perf_counter()
         if now < due:
             p.poll(due - now)
             continue
         try:
-            p.produce(topic, value, partition=0, on_delivery=done(time.perf_counter()))
+            while sent <= (now - begin) / interval:
+                callback = done(now) if sent % sample_every == 0 else None
+                p.produce(topic, value, partition=partition, on_delivery=callback)
+                sent += 1
         except BufferError:  # the rate is more than the broker takes: wait for it
             p.poll(0.01)
             continue
-        sent += 1
+        p.poll(0)
     p.flush(30)
     out.put((sent, time.perf_counter() - begin, latencies, 0))
 

@@ -423,3 +423,62 @@ def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_rep
     assert produce([b"after"]) == [10]
     got = confluent_consume(survivors, topic_name, 11)
     assert [v for _, _, _, v, _ in got] == [*early, b"after"]
+
+
+def test_pipelined_acks_all_produces_are_answered_in_order(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """Produce requests with acks=all sent back to back on one connection (as
+    librdkafka pipelines them), a Metadata request among them: the leader goes on
+    with the next while one waits for its ISR, and answers them all in order, with
+    the offsets in the order they were sent."""
+    import struct
+
+    from moldau.protocol.records import build_batch
+    from tests.integration import requests as rq
+    from tests.integration.kafka_wire import WireClient
+
+    cluster = make_cluster(3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(timeout=30)
+    assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [1, 2, 3], 20)
+    leader = partitions(cluster.bootstrap, topic_name)[0][0]
+    with WireClient(cluster.brokers[leader].bootstrap) as c:
+        sent = []
+        for i in range(30):
+            request = (
+                rq.metadata(topic_name)
+                if i == 10
+                else rq.produce(topic_name, 0, build_batch([(None, b"%d" % i)]), acks=-1)
+            )
+            sent.append((request.__api_key__, c.correlation_id + 1))
+            c.send_raw(c.frame(request.__api_key__, request.__version__, encode(request)))
+        offsets = []
+        for api_key, correlation_id in sent:
+            data = c.read_frame()
+            assert struct.unpack_from(">i", data)[0] == correlation_id
+            if api_key == 0:
+                offsets.append(decode_produce_offset(data))
+    assert offsets == list(range(29))
+
+
+def encode(request: Any) -> bytes:
+    import io
+
+    from kio.serial import entity_writer
+
+    buf = io.BytesIO()
+    entity_writer(type(request))(buf, request)
+    return buf.getvalue()
+
+
+def decode_produce_offset(frame: bytes) -> int:
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    cls = load_response_schema(0, 9)
+    response, _ = entity_reader(cls)(memoryview(frame).toreadonly(), 5)  # header v1
+    [topic] = response.responses
+    [p] = topic.partition_responses
+    assert p.error_code == 0
+    return int(p.base_offset)

@@ -10,6 +10,7 @@ and version, and translate errors to the wire at this one boundary.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -60,8 +61,8 @@ from moldau.server.handlers.topics import (
     handle_create_topics,
     handle_delete_topics,
 )
-from moldau.server.network import CloseConnection, Connection
-from moldau.server.request import RawBody, RequestContext
+from moldau.server.network import Answer, CloseConnection, Connection
+from moldau.server.request import Deferred, RawBody, RequestContext
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -110,7 +111,7 @@ class KafkaApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def handle(self, conn: Connection, frame: memoryview) -> list[Part] | None:
+    async def handle(self, conn: Connection, frame: memoryview) -> Answer:
         try:
             header, offset = parse_request_header(frame)
         except DecodeError as e:
@@ -136,7 +137,24 @@ class KafkaApis:
             return self._error(header, ErrorCode.unknown_server_error, "unexpected error")
         if response is None:
             return None
+        if isinstance(response, Deferred):
+            return self._later(header, response)
         return frame_response(header, response)
+
+    def _later(self, header: RequestHeader, deferred: Deferred) -> asyncio.Future[list[Part]]:
+        answer: asyncio.Future[list[Part]] = asyncio.get_running_loop().create_future()
+
+        def done(result: asyncio.Future[Any]) -> None:
+            if answer.done():
+                return
+            try:
+                answer.set_result(frame_response(header, deferred.build(result.result())))
+            except Exception as e:  # answered as any handler failure would be
+                log.exception("unexpected error answering %s", ApiKey(header.api_key).name)
+                answer.set_result(self._error(header, ErrorCode.unknown_server_error, str(e)))
+
+        deferred.future.add_done_callback(done)
+        return answer
 
     def _unsupported(self, header: RequestHeader) -> list[Part]:
         if header.api_key == ApiKey.API_VERSIONS:

@@ -1,6 +1,13 @@
 """The listener and its connections: bytes in, frames to the request handler,
 responses out in request order (Kafka answers a connection's requests in order).
 
+Requests are handled one after the other, as Kafka does, with one exception: an
+acks=all Produce, once appended, answers later (a Deferred), and the connection goes
+on with the next requests while it waits for the ISR; the answers still go out in
+order. Kafka reads nothing more from a connection until it answered; with Python's
+slower replication rounds that let a pipelining producer's queue of small requests
+wait one round each, so a round now acknowledges every request appended before it.
+
 Record data of a Fetch response is sent straight from the segment file with
 sendfile when it is large enough to pay for it; smaller slices are read with pread.
 Memory per connection is bounded: reading pauses while too many request bytes are
@@ -28,13 +35,18 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
 # File slices at least this large go out with sendfile; below, pread + write is cheaper.
 SENDFILE_MIN_BYTES = 256 * 1024
+# Answers a connection may owe (acks=all produces waiting for their ISR) before it
+# handles no more requests.
+MAX_DEFERRED = 64
 # How long a stopping server waits for its connections to send what they hold.
 STOP_GRACE_S = 2.0
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
-# (client, frame) -> response parts (None: no response, e.g. acks=0);
-# raises CloseConnection to drop the connection.
-FrameHandler = Callable[["Connection", memoryview], Awaitable[list[Part] | None]]
+# Response parts, None (no response, e.g. acks=0), or a future of parts (an answer
+# known later, sent in its turn).
+Answer = list[Part] | None | asyncio.Future[list[Part]]
+# (client, frame) -> its answer; raises CloseConnection to drop the connection.
+FrameHandler = Callable[["Connection", memoryview], Awaitable[Answer]]
 
 
 class CloseConnection(Exception):
@@ -71,6 +83,10 @@ class Connection(asyncio.Protocol):
         self._can_write.set()
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        # Answers owed, in request order, and the task that sends them.
+        self._owed: collections.deque[asyncio.Future[list[Part]]] = collections.deque()
+        self._owed_sent = asyncio.Event()
+        self._answerer: asyncio.Task[None] | None = None
         self.closed = False
         self.last_active_ms = server.now_ms()
 
@@ -111,6 +127,8 @@ class Connection(asyncio.Protocol):
         self._can_write.set()
         if self._task is not None:
             self._task.cancel()
+        if self._answerer is not None:
+            self._answerer.cancel()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -139,15 +157,41 @@ class Connection(asyncio.Protocol):
                 self.transport.resume_reading()
                 self._reading_paused = False
             try:
-                parts = await handler(self, frame)
+                answer = await handler(self, frame)
             except CloseConnection as e:
                 log.warning(
                     "closing connection from %s:%d: %s", self.client.host, self.client.port, e
                 )
                 self.close()
                 return
-            if parts and not self.closed:
+            if isinstance(answer, asyncio.Future) or self._owed:
+                await self._owe(answer)
+            elif answer and not self.closed:
+                await self._write(answer)
+            self.last_active_ms = self.server.now_ms()
+
+    async def _owe(self, answer: Answer) -> None:
+        """Queue an answer behind those still owed; wait while too many are."""
+        if not isinstance(answer, asyncio.Future):
+            ready: asyncio.Future[list[Part]] = asyncio.get_running_loop().create_future()
+            ready.set_result(answer or [])
+            answer = ready
+        self._owed.append(answer)
+        if self._answerer is None or self._answerer.done():
+            self._answerer = self.server.tasks.spawn(
+                self._send_owed(), f"conn-{self.client.port}-answers"
+            )
+        while len(self._owed) >= MAX_DEFERRED and not self.closed:
+            self._owed_sent.clear()
+            await self._owed_sent.wait()
+
+    async def _send_owed(self) -> None:
+        while self._owed and not self.closed:
+            parts = await self._owed[0]
+            self._owed.popleft()
+            if parts:
                 await self._write(parts)
+            self._owed_sent.set()
             self.last_active_ms = self.server.now_ms()
 
     async def _write(self, parts: list[Part]) -> None:
@@ -236,7 +280,7 @@ class SocketServer:
     def close_idle(self, max_idle_ms: int) -> None:
         now = self.now_ms()
         for conn in list(self.connections):
-            if now - conn.last_active_ms > max_idle_ms and not conn.frames:
+            if now - conn.last_active_ms > max_idle_ms and not conn.frames and not conn._owed:
                 conn.close()
 
     async def stop(self) -> None:

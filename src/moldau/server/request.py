@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,5 +41,17 @@ class RawBody:
     parts: list[Part]
 
 
-# A handler returns a kio response entity, a RawBody, or None (no response: acks=0).
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A response that is known later (an acks=all produce waiting for its ISR): what
+    the request had to change is done, so its connection goes on with the next
+    requests meanwhile, and answers them all in order. `build` makes the response
+    from the future's result."""
+
+    future: asyncio.Future[Any]
+    build: Callable[[Any], Any]
+
+
+# A handler returns a kio response entity, a RawBody, a Deferred, or None (no
+# response: acks=0).
 Response = Any

@@ -17,7 +17,7 @@ from moldau.protocol.produce import (
 from moldau.protocol.records import LOG_OVERHEAD, MAGIC_V2, OFFSET_MAGIC, offset_and_length
 from moldau.protocol.wire import DecodeError
 from moldau.server.network import CloseConnection
-from moldau.server.request import RawBody, RequestContext, Response
+from moldau.server.request import Deferred, RawBody, RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
 if TYPE_CHECKING:
@@ -84,18 +84,24 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
         if not future.done():
             future.set_result(results)
 
-    if entries:
-        broker.replica_manager.append_records(req.acks, req.timeout_ms, entries, respond)
-        results = future.result() if future.done() else await future
+    def build(results: dict[TopicPartition, ProducePartitionResponse]) -> RawBody:
+        results.update(errors)
+        body = encode_produce_response(
+            version, [(name, [results[tp] for tp in tps]) for name, tps in order]
+        )
+        return RawBody([body])
+
+    if not entries:
+        future.set_result({})
     else:
-        results = {}
-    results.update(errors)
+        broker.replica_manager.append_records(req.acks, req.timeout_ms, entries, respond)
     if req.acks == 0:
         # No response; on an error Kafka closes the connection so the producer notices.
-        if any(r.error_code for r in results.values()):
+        results = future.result()
+        if any(r.error_code for r in [*results.values(), *errors.values()]):
             raise CloseConnection("acks=0 produce failed")
         return None
-    body = encode_produce_response(
-        version, [(name, [results[tp] for tp in tps]) for name, tps in order]
-    )
-    return RawBody([body])
+    if not future.done():
+        # The records are appended; only the ISR is awaited (acks=all).
+        return Deferred(future, build)
+    return build(future.result())

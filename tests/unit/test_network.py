@@ -1,0 +1,113 @@
+"""A connection answers its requests in the order they came, even when some answers
+are known only later (acks=all produces waiting for their ISR): it goes on with the
+requests behind such an answer meanwhile, up to MAX_DEFERRED owed answers. Real
+sockets on loopback, a handler that stands in for KafkaApis."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from moldau.protocol.fetch import Part
+from moldau.server import network
+from moldau.server.network import Answer, Connection, SocketServer
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+class Handler:
+    """b"now:N" answers at once; b"later:N" answers when the test says so."""
+
+    def __init__(self) -> None:
+        self.handled: list[bytes] = []
+        self.later: dict[bytes, asyncio.Future[list[Part]]] = {}
+
+    async def __call__(self, conn: Connection, payload: memoryview) -> Answer:
+        kind, _, name = bytes(payload).partition(b":")
+        self.handled.append(name)
+        if kind == b"now":
+            return [frame(name)]
+        future: asyncio.Future[list[Part]] = asyncio.get_running_loop().create_future()
+        self.later[name] = future
+        return future
+
+    def answer(self, name: bytes) -> None:
+        self.later[name].set_result([frame(name)])
+
+
+async def serve(
+    handler: Handler,
+) -> tuple[SocketServer, asyncio.StreamReader, asyncio.StreamWriter]:
+    server = SocketServer("127.0.0.1", 0, "PLAINTEXT", handler, 1 << 20, 10, lambda: 0)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    return server, reader, writer
+
+
+async def read_answer(reader: asyncio.StreamReader) -> bytes:
+    (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
+    return await reader.readexactly(size)
+
+
+async def until(condition: object, timeout: float = 5) -> None:
+    async def poll() -> None:
+        while not condition():  # type: ignore[operator]
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+def test_answers_known_later_do_not_hold_up_the_next_requests_and_go_out_in_order() -> None:
+    async def run() -> None:
+        handler = Handler()
+        server, reader, writer = await serve(handler)
+        try:
+            for payload in (b"later:a", b"now:b", b"later:c", b"later:d", b"now:e"):
+                writer.write(frame(payload))
+            await writer.drain()
+            # Every request was handled while the first answer is still owed...
+            await until(lambda: handler.handled == [b"a", b"b", b"c", b"d", b"e"])
+            # ...and nothing goes out before it, whatever is ready behind it.
+            handler.answer(b"d")
+            handler.answer(b"c")
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(reader.readexactly(1), 0.2)
+            handler.answer(b"a")
+            assert [await read_answer(reader) for _ in range(5)] == [b"a", b"b", b"c", b"d", b"e"]
+            # With nothing owed, answers go straight out again.
+            writer.write(frame(b"now:f"))
+            assert await read_answer(reader) == b"f"
+        finally:
+            writer.close()
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_connection_owing_too_many_answers_handles_nothing_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(network, "MAX_DEFERRED", 2)
+
+    async def run() -> None:
+        handler = Handler()
+        server, reader, writer = await serve(handler)
+        try:
+            for payload in (b"later:a", b"later:b", b"now:c"):
+                writer.write(frame(payload))
+            await until(lambda: len(handler.handled) == 2)
+            await asyncio.sleep(0.1)
+            assert handler.handled == [b"a", b"b"]
+            handler.answer(b"a")
+            await until(lambda: len(handler.handled) == 3)
+            handler.answer(b"b")
+            assert [await read_answer(reader) for _ in range(3)] == [b"a", b"b", b"c"]
+        finally:
+            writer.close()
+            await server.stop()
+
+    asyncio.run(run())
