@@ -25,6 +25,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,45 +78,20 @@ def settle(cluster: Cluster, timeout: float = 180) -> None:
     raise SystemExit("the brokers did not settle")
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> Phase:
+def run_producers(
+    target: Callable[..., None],
+    args_for: Callable[[int, Any], tuple[Any, ...]],
+    size: int,
+    wait_s: float,
+) -> Phase:
+    """PRODUCERS processes running target(*args_for(w, queue)); their results as one
+    phase."""  # fmt: skip
     ctx = mp.get_context("spawn")
     queue: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
-    procs = [
-        ctx.Process(target=produce_worker, args=(bootstrap, topic, w, n, size, queue, acks))
-        for w in range(PRODUCERS)
-    ]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join(30)
-    phase = Phase()
-    phase.records = sum(r[0] for r in results)
-    phase.bytes = phase.records * size
-    phase.seconds = max(r[1] for r in results)
-    for r in results:
-        phase.latencies_ms += r[2]
-    if sum(r[3] for r in results):
-        raise SystemExit(f"{topic}: records not delivered")
-    return phase
-
-
-def latency(bootstrap: str, topic: str, size: int, rate: int, acks: str, seconds: float) -> Phase:
-    """PRODUCERS producers at `rate` records/s in all, one partition each."""
-    ctx = mp.get_context("spawn")
-    queue: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
-    each = max(rate // PRODUCERS, 1)
-    sample_every = max(each // 2000, 1)  # some 2,000 timed records a second
-    procs = [
-        ctx.Process(
-            target=latency_worker,
-            args=(bootstrap, topic, size, each, seconds, queue, acks, w, sample_every),
-        )
-        for w in range(PRODUCERS)
-    ]
+    procs = [ctx.Process(target=target, args=args_for(w, queue)) for w in range(PRODUCERS)]
     for proc in procs:
         proc.start()
-    results = [queue.get(timeout=seconds + 60) for _ in procs]
+    results = [queue.get(timeout=wait_s) for _ in procs]
     for proc in procs:
         proc.join(30)
     phase = Phase()
@@ -124,7 +100,27 @@ def latency(bootstrap: str, topic: str, size: int, rate: int, acks: str, seconds
     phase.seconds = max(r[1] for r in results)
     for r in results:
         phase.latencies_ms += r[2]
+    if sum(r[3] for r in results):
+        raise SystemExit("records not delivered")
     return phase
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> Phase:
+    return run_producers(
+        produce_worker, lambda w, q: (bootstrap, topic, w, n, size, q, acks), size, 600
+    )
+
+
+def latency(bootstrap: str, topic: str, size: int, rate: int, acks: str, seconds: float) -> Phase:
+    """PRODUCERS paced producers, one partition each, at `rate` records/s in all."""
+    each = max(rate // PRODUCERS, 1)
+    sample_every = max(each // 2000, 1)  # some 2,000 timed records a second
+    return run_producers(
+        latency_worker,
+        lambda w, q: (bootstrap, topic, size, each, seconds, q, acks, w, sample_every),
+        size,
+        seconds + 60,
+    )
 
 
 def failover_seconds(cluster: Cluster, topic: str) -> tuple[float, float]:

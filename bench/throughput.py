@@ -289,6 +289,9 @@ def latency_worker(
     def done(start: float):  # type: ignore[no-untyped-def]
         return lambda err, _msg: latencies.append((time.perf_counter() - start) * 1000)
 
+    # Connections and metadata first: the first records would time the set-up.
+    p.produce(topic, value, partition=partition)
+    p.flush(30)
     interval = 1.0 / rate
     begin = time.perf_counter()
     sent = 0

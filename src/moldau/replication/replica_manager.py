@@ -4,6 +4,7 @@ through them (Kafka's ReplicaManager)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,8 @@ class ReplicaManager:
                 FollowerSetup(broker_id, fetch_client, self.partitions.get, config, clock)
             )
         self.controller_epoch = 0
+        # Checkpoints are written from worker threads, and once more at shutdown.
+        self._checkpoint_lock = threading.Lock()
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedProduce] = (
             DelayedOperationPurgatory("Produce", timer)
         )
@@ -135,17 +138,25 @@ class ReplicaManager:
         self.checkpoint_high_watermarks()
 
     def checkpoint_high_watermarks(self) -> None:
-        """One replication-offset-checkpoint per online log directory; a directory
-        whose write fails goes offline, its previous checkpoint intact."""
+        self.write_high_watermarks(self.high_watermarks_by_dir())
+
+    def high_watermarks_by_dir(self) -> dict[Path, dict[TopicPartition, int]]:
+        """What replication-offset-checkpoint says in each online log directory."""
         by_dir: dict[Path, dict[TopicPartition, int]] = {
             d: {} for d in self.log_manager.live_log_dirs
         }
         for tp, p in self.partitions.items():
             if p.log is not None and p.log.log_dir in by_dir:
                 by_dir[p.log.log_dir][tp] = p.high_watermark
-        for d, hws in by_dir.items():
-            with self.log_manager.io_or_offline(d, "writing the high watermark checkpoint"):
-                OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
+        return by_dir
+
+    def write_high_watermarks(self, by_dir: dict[Path, dict[TopicPartition, int]]) -> None:
+        """Write the checkpoints (from any thread: they fsync); a directory whose
+        write fails goes offline, its previous checkpoint intact."""
+        with self._checkpoint_lock:
+            for d, hws in by_dir.items():
+                with self.log_manager.io_or_offline(d, "writing the high watermark checkpoint"):
+                    OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """Take the partitions of an offline log directory offline (Kafka's

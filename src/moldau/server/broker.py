@@ -447,11 +447,15 @@ class Broker:
                 # others are still flushed.
                 log.warning("broker %d: flush: %s", self.broker_id, e)
 
-    def _checkpoint_offsets(self) -> None:
-        self.log_manager.checkpoint()
+    # Checkpoints fsync, which can take long on a busy disk: off the event loop, from
+    # a snapshot taken on it.
+    async def _checkpoint_offsets(self) -> None:
+        snapshot = self.log_manager.checkpoint_snapshot()
+        await asyncio.to_thread(self.log_manager.write_checkpoints, snapshot)
 
-    def _checkpoint_hws(self) -> None:
-        self.replica_manager.checkpoint_high_watermarks()
+    async def _checkpoint_hws(self) -> None:
+        snapshot = self.replica_manager.high_watermarks_by_dir()
+        await asyncio.to_thread(self.replica_manager.write_high_watermarks, snapshot)
 
     def _delete_files(self) -> None:
         self.log_manager.delete_expired_files()

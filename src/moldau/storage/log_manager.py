@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -29,6 +30,8 @@ from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.partition_name import TopicPartition
 
 log = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -52,6 +55,8 @@ class LogManager:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        # Checkpoints are written from worker threads, and once more at shutdown.
+        self._checkpoint_lock = threading.Lock()
         # (log, offset) pairs whose segments below `offset` were rolled and await fsync.
         self.pending_flushes: list[tuple[Log, int]] = []
         # partition -> first offset the log cleaner has not compacted yet
@@ -320,23 +325,31 @@ class LogManager:
         return due
 
     def checkpoint(self) -> None:
-        """Write each online directory's checkpoints; one that fails goes offline
-        (its previous files stay intact) and the others are still written."""
+        self.write_checkpoints(self.checkpoint_snapshot())
+
+    def checkpoint_snapshot(self) -> dict[Path, tuple[Offsets, Offsets, Offsets]]:
+        """Each online directory's recovery points, log start offsets and cleaner
+        offsets, as its checkpoint files will say."""
         by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.live_log_dirs}
         for tp, d in self._dir_of.items():
             if d in by_dir:
                 by_dir[d].append(tp)
-        for d, tps in by_dir.items():
-            with self.io_or_offline(d, "writing checkpoints"):
-                self._checkpoint_dir(d, tps)
+        return {
+            d: (
+                {tp: self.logs[tp].recovery_point for tp in tps},
+                {tp: self.logs[tp].log_start_offset for tp in tps},
+                {tp: self.cleaner_checkpoints[tp] for tp in tps if tp in self.cleaner_checkpoints},
+            )
+            for d, tps in by_dir.items()
+        }
 
-    def _checkpoint_dir(self, d: Path, tps: list[TopicPartition]) -> None:
-        OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
-            {tp: self.logs[tp].recovery_point for tp in tps}
-        )
-        OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
-            {tp: self.logs[tp].log_start_offset for tp in tps}
-        )
-        OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
-            {tp: self.cleaner_checkpoints[tp] for tp in tps if tp in self.cleaner_checkpoints}
-        )
+    def write_checkpoints(self, snapshot: dict[Path, tuple[Offsets, Offsets, Offsets]]) -> None:
+        """Write the checkpoint files (from any thread: they fsync); a directory whose
+        write fails goes offline (its previous files stay intact), the others are
+        still written."""
+        with self._checkpoint_lock:
+            for d, (recovery, starts, cleaned) in snapshot.items():
+                with self.io_or_offline(d, "writing checkpoints"):
+                    OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(recovery)
+                    OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(starts)
+                    OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(cleaned)
