@@ -324,7 +324,10 @@ def test_acks_1_may_lose_what_the_dead_leader_alone_had(
     its followers fetched them may be lost, as in Kafka (the count is printed). What
     was acknowledged once the new leader led is all there, and the replicas agree:
     every offset holds one record, with no gap."""
-    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    # Two fetchers per leader (num.replica.fetchers), each with its own connection.
+    cluster = make_cluster(
+        3, **{"replica.lag.time.max.ms": str(LAG_MS), "num.replica.fetchers": "2"}
+    )
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic_name, PARTITIONS, 3)])[topic_name].result(timeout=30)
     assert wait_for(

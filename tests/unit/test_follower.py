@@ -157,3 +157,13 @@ def test_an_epoch_a_leader_started_but_never_wrote_does_not_stall_its_follower(
     sync(b, a)
     assert values(b) == values(a) == [(0, b"m0"), (1, b"m1"), (2, b"m2")]
     assert b.log is not None and b.log.leader_epoch_cache.entries == [(0, 0), (2, 2)]
+
+
+def test_partitions_spread_over_a_leaders_fetchers_as_kafka_spreads_them() -> None:
+    from moldau.replication.fetcher import fetcher_id
+
+    # Kafka: abs(31 * topic.hashCode() + partition) % num.replica.fetchers in Java
+    # ints: "hello".hashCode() is 99162322, and 31 times it overflows to -1220935314.
+    assert [fetcher_id(TopicPartition("hello", p), 3) for p in range(4)] == [0, 2, 1, 0]
+    assert fetcher_id(TopicPartition("t", 7), 1) == 0
+    assert {fetcher_id(TopicPartition("t", p), 4) for p in range(8)} == {0, 1, 2, 3}

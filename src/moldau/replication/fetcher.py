@@ -63,12 +63,14 @@ class FetcherConfig:
     response_max_bytes: int = 10 * 1024 * 1024
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
+    num_fetchers: int = 1  # per leader (num.replica.fetchers)
 
 
 class FetchClient(Protocol):
     async def fetch(
         self,
         leader_id: int,
+        fetcher_id: int,
         replica_id: int,
         config: FetcherConfig,
         partitions: Sequence[FollowerFetchPartition],
@@ -87,10 +89,12 @@ class FollowerSetup:
 
 
 class ReplicaFetcher:
-    """Fetches the partitions this broker follows on one leader."""
+    """Fetches the partitions this broker follows on one leader (those of its
+    fetcher id, with several fetchers per leader)."""
 
-    def __init__(self, leader_id: int, setup: FollowerSetup) -> None:
+    def __init__(self, leader_id: int, fetcher_id: int, setup: FollowerSetup) -> None:
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.replica_id = setup.replica_id
         self.client = setup.client
         self.lookup = setup.lookup
@@ -123,7 +127,7 @@ class ReplicaFetcher:
                 continue
             try:
                 results = await self.client.fetch(
-                    self.leader_id, self.replica_id, self.config, wanted
+                    self.leader_id, self.fetcher_id, self.replica_id, self.config, wanted
                 )
                 asked = {p.tp: p for p in wanted}
                 for result in results:
@@ -209,34 +213,48 @@ class ReplicaFetcher:
         self._delayed_until[tp] = self.clock.monotonic_ms() + self.config.backoff_ms
 
 
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Which of a leader's fetchers copies `tp` (Kafka's getFetcherId, with Java's
+    String.hashCode, so partitions spread over fetchers as on Kafka)."""
+    h = 0
+    for ch in tp.topic:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    h = (31 * h + tp.partition) & 0xFFFFFFFF
+    if h >= 2**31:
+        h -= 2**32
+    return 0 if h == -(2**31) else abs(h) % num_fetchers
+
+
 class ReplicaFetcherManager:
-    """The fetchers of one broker, one per leader (Kafka's num.replica.fetchers=1)."""
+    """The fetchers of one broker: `num.replica.fetchers` per leader, each with its
+    own connection and fetch session, a partition always on the same one."""
 
     def __init__(self, setup: FollowerSetup) -> None:
         self.setup = setup
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, fetcher id)
+        self._tasks: dict[tuple[int, int], asyncio.Task[None]] = {}
         self._owner = TaskOwner(f"replica-fetchers-{setup.replica_id}")
 
     def add_partition(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         if self.leader_of(tp) != leader_id:
             self.remove_partition(tp)
-        fetcher = self.fetchers.get(leader_id)
+        key = (leader_id, fetcher_id(tp, self.setup.config.num_fetchers))
+        fetcher = self.fetchers.get(key)
         if fetcher is None:
-            fetcher = ReplicaFetcher(leader_id, self.setup)
-            self.fetchers[leader_id] = fetcher
-            self._tasks[leader_id] = self._owner.spawn(fetcher.run(), f"leader-{leader_id}")
+            fetcher = ReplicaFetcher(*key, self.setup)
+            self.fetchers[key] = fetcher
+            self._tasks[key] = self._owner.spawn(fetcher.run(), f"leader-{key[0]}-{key[1]}")
         fetcher.add(tp, leader_epoch)
 
     def remove_partition(self, tp: TopicPartition) -> None:
-        for leader_id, fetcher in list(self.fetchers.items()):
+        for key, fetcher in list(self.fetchers.items()):
             fetcher.remove(tp)
             if not fetcher.partitions:
-                del self.fetchers[leader_id]
-                self._tasks.pop(leader_id).cancel()
+                del self.fetchers[key]
+                self._tasks.pop(key).cancel()
 
     def leader_of(self, tp: TopicPartition) -> int | None:
-        for leader_id, fetcher in self.fetchers.items():
+        for (leader_id, _), fetcher in self.fetchers.items():
             if tp in fetcher.partitions:
                 return leader_id
         return None

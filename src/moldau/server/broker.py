@@ -118,14 +118,16 @@ class Broker:
 
         # Links to other brokers' inter-broker listeners, as UpdateMetadata names
         # them: to the active controller (AlterPartition), and to the leaders a
-        # follower fetches from (one connection each: one request in flight).
+        # follower fetches from (one connection per fetcher: one request in flight).
         def endpoint(b: int) -> tuple[str, int] | None:
             return self.metadata_cache.endpoint(b, config["inter.broker.listener.name"])
 
         timeout = config["controller.socket.timeout.ms"]
         self.controller_link = NetworkTransport(self.broker_id, endpoint, timeout)
-        self.fetch_link = NetworkTransport(
-            self.broker_id, endpoint, timeout + config["replica.fetch.wait.max.ms"]
+        self.fetch_client = NetworkFetchClient(
+            lambda: NetworkTransport(
+                self.broker_id, endpoint, timeout + config["replica.fetch.wait.max.ms"]
+            )
         )
         fetcher_config = FetcherConfig(
             config["replica.fetch.wait.max.ms"],
@@ -133,11 +135,12 @@ class Broker:
             config["replica.fetch.response.max.bytes"],
             config["replica.fetch.max.bytes"],
             config["replica.fetch.backoff.ms"],
+            config["num.replica.fetchers"],
         )
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config,
             config["replica.lag.time.max.ms"], self.alter_partition_manager,
-            NetworkFetchClient(self.fetch_link), fetcher_config,
+            self.fetch_client, fetcher_config,
         )  # fmt: skip
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
@@ -505,7 +508,7 @@ class Broker:
         await self.alter_partition_manager.close()
         await self.replica_manager.close_fetchers()
         await self.controller_link.close()
-        await self.fetch_link.close()
+        await self.fetch_client.close()
         await self.controller.close()
         await self.topic_configs.close()
         await self.group_coordinator.close()

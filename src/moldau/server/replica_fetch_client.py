@@ -1,11 +1,11 @@
 """The follower's Fetch requests on the wire (the FetchClient of replication/fetcher.py):
 Fetch v12 with `replica_id` set, to the leader's inter-broker listener, over one
-connection per leader (the controller link's transport, which resolves endpoints
-and starts afresh after an error), in an incremental fetch session per leader."""
+connection per fetcher and leader (the controller link's transport, which resolves
+endpoints and starts afresh after an error), each in an incremental fetch session."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from kio.schema.fetch.v12 import request as rq
@@ -31,18 +31,27 @@ SESSION_ERRORS = (
 
 
 class NetworkFetchClient:
-    def __init__(self, transport: NetworkTransport) -> None:
-        self.transport = transport
-        self.sessions: dict[int, FetchSessionHandler] = {}  # by leader
+    def __init__(self, new_transport: Callable[[], NetworkTransport]) -> None:
+        self.new_transport = new_transport
+        self.transports: dict[int, NetworkTransport] = {}  # by fetcher id
+        self.sessions: dict[tuple[int, int], FetchSessionHandler] = {}  # (leader, fetcher)
+
+    async def close(self) -> None:
+        for transport in self.transports.values():
+            await transport.close()
 
     async def fetch(
         self,
         leader_id: int,
+        fetcher_id: int,
         replica_id: int,
         config: FetcherConfig,
         partitions: Sequence[FollowerFetchPartition],
     ) -> list[FollowerFetchResult]:
-        session = self.sessions.setdefault(leader_id, FetchSessionHandler())
+        transport = self.transports.get(fetcher_id)
+        if transport is None:
+            transport = self.transports[fetcher_id] = self.new_transport()
+        session = self.sessions.setdefault((leader_id, fetcher_id), FetchSessionHandler())
         fetch = session.build(partitions)
         by_topic: dict[str, list[FollowerFetchPartition]] = {}
         for p in fetch.to_send:
@@ -83,9 +92,7 @@ class NetworkFetchClient:
             rack_id="",
         )
         try:
-            body = await self.transport.request(
-                leader_id, ApiKey.FETCH, VERSION, encode_body(request)
-            )
+            body = await transport.request(leader_id, ApiKey.FETCH, VERSION, encode_body(request))
             response = decode_response(ApiKey.FETCH, VERSION, body)
             assert isinstance(response, rs.FetchResponse)
         except BaseException:
