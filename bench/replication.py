@@ -7,10 +7,11 @@ take to accept acks=all writes again.
     .venv/bin/python bench/replication.py --quick
 
 Each phase starts once the brokers are idle (followers have copied what the phase
-before left). Throughput: two confluent-kafka producer processes, each on its own
-partition of a 3-partition topic (leaders spread over the brokers). Latency: the
-same two producers at a steady rate, half of what the RF 3 acks=all run reached,
-p50/p99 from produce() to the delivery report (some 2,000 records a second timed).
+before left) and the page cache is written back (`sync`). Throughput: two
+confluent-kafka producer processes, each on its own partition of a 3-partition
+topic (leaders spread over the brokers). Latency: the same two producers at a
+steady rate, half of what the RF 3 acks=all run reached, p50/p99 from produce() to
+the delivery report (some 2,000 records a second timed).
 The brokers, ZooKeeper and the clients share the machine's cores: read the ratios,
 not the absolute figures.
 """
@@ -58,9 +59,11 @@ def wait_in_sync(bootstrap: str, topic: str, rf: int) -> None:
 
 
 def settle(cluster: Cluster, timeout: float = 180) -> None:
-    """Wait until the brokers are idle: followers still copying what an acks=1 phase
-    left behind would otherwise slow the next phase down."""
+    """Wait until the brokers are idle and the disk has what earlier phases wrote:
+    followers still copying what an acks=1 phase left behind, or the kernel writing
+    back gigabytes of dirty pages, would otherwise slow the next phase down."""
     ticks = os.sysconf("SC_CLK_TCK")
+    os.sync()
 
     def cpu_seconds() -> float:
         total = 0
