@@ -215,3 +215,25 @@ def test_a_failed_checkpoint_write_keeps_the_previous_file_and_leaves_no_temp_fi
         assert (path.read_bytes() == before) == (n <= replaced_at), fake.calls[n]
         assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
         checkpoint.write({TP: 5})
+
+
+def test_a_checkpoint_taken_earlier_but_written_late_does_not_replace_a_newer_one(
+    tmp_path: Path,
+) -> None:
+    """Checkpoints are written by worker threads from snapshots: one that was slow to
+    run (its thread queued while the broker shut down) must not put back older
+    recovery points over the final checkpoint."""
+    from moldau.storage.log_manager import RECOVERY_POINT_CHECKPOINT, LogManager
+
+    clock = FakeClock()
+    manager = LogManager([tmp_path], clock, 1)
+    manager.startup(lambda _: LogConfig(), "cluster")
+    tp = TopicPartition("t", 0)
+    lg = manager.get_or_create_log(tp, LogConfig())
+    lg.append_as_leader(batch(0), 0)
+    early = manager.checkpoint_snapshot()
+    lg.flush()
+    late = manager.checkpoint_snapshot()
+    manager.write_checkpoints(late)
+    manager.write_checkpoints(early)
+    assert OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT).read() == {tp: 3}

@@ -4,7 +4,6 @@ through them (Kafka's ReplicaManager)."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from moldau.replication.partition import (
     Partition,
 )
 from moldau.replication.purgatory import DelayedOperationPurgatory, Timer
-from moldau.storage.checkpoint import OffsetCheckpointFile
+from moldau.storage.checkpoint import OffsetCheckpointFile, Snapshot, SnapshotWriter
 from moldau.storage.log import EMPTY, FetchDataInfo
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
@@ -50,6 +49,10 @@ log = logging.getLogger(__name__)
 HW_CHECKPOINT = "replication-offset-checkpoint"
 # Fetch requests from consumers carry this replica id.
 CONSUMER_REPLICA_ID = -1
+
+
+# log dir -> partition -> high watermark (replication-offset-checkpoint)
+HighWatermarks = dict[Path, dict[TopicPartition, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ class ReplicaManager:
             )
         self.controller_epoch = 0
         # Checkpoints are written from worker threads, and once more at shutdown.
-        self._checkpoint_lock = threading.Lock()
+        self._hw_checkpoints_writer = SnapshotWriter()
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedProduce] = (
             DelayedOperationPurgatory("Produce", timer)
         )
@@ -140,23 +143,23 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         self.write_high_watermarks(self.high_watermarks_by_dir())
 
-    def high_watermarks_by_dir(self) -> dict[Path, dict[TopicPartition, int]]:
+    def high_watermarks_by_dir(self) -> Snapshot[HighWatermarks]:
         """What replication-offset-checkpoint says in each online log directory."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = {
-            d: {} for d in self.log_manager.live_log_dirs
-        }
+        by_dir: HighWatermarks = {d: {} for d in self.log_manager.live_log_dirs}
         for tp, p in self.partitions.items():
             if p.log is not None and p.log.log_dir in by_dir:
                 by_dir[p.log.log_dir][tp] = p.high_watermark
-        return by_dir
+        return self._hw_checkpoints_writer.take(by_dir)
 
-    def write_high_watermarks(self, by_dir: dict[Path, dict[TopicPartition, int]]) -> None:
+    def write_high_watermarks(self, snapshot: Snapshot[HighWatermarks]) -> None:
         """Write the checkpoints (from any thread: they fsync); a directory whose
         write fails goes offline, its previous checkpoint intact."""
-        with self._checkpoint_lock:
-            for d, hws in by_dir.items():
-                with self.log_manager.io_or_offline(d, "writing the high watermark checkpoint"):
-                    OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
+        self._hw_checkpoints_writer.write(snapshot, self._write_high_watermarks)
+
+    def _write_high_watermarks(self, by_dir: HighWatermarks) -> None:
+        for d, hws in by_dir.items():
+            with self.log_manager.io_or_offline(d, "writing the high watermark checkpoint"):
+                OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """Take the partitions of an offline log directory offline (Kafka's

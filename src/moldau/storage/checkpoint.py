@@ -12,13 +12,47 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from moldau.storage.partition_name import TopicPartition
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot(Generic[T]):
+    """What checkpoint files will say, numbered in the order it was taken."""
+
+    seq: int
+    data: T
+
+
+class SnapshotWriter:
+    """Writes snapshots from any thread (checkpoints fsync, so they are written off
+    the event loop), one at a time and in the order they were taken: one older than
+    a snapshot already written is dropped, so a slow worker cannot put back what the
+    final checkpoint of a shutdown replaced."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken = 0
+        self._written = 0
+
+    def take(self, data: T) -> Snapshot[T]:
+        """Number a snapshot (on the event loop, where the state was read)."""
+        self._taken += 1
+        return Snapshot(self._taken, data)
+
+    def write(self, snapshot: Snapshot[T], write: Callable[[T], None]) -> None:
+        with self._lock:
+            if snapshot.seq < self._written:
+                return
+            self._written = snapshot.seq
+            write(snapshot.data)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -16,14 +16,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from moldau.clock import Clock
 from moldau.protocol.errors import KafkaStorageError
-from moldau.storage.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
+from moldau.storage.checkpoint import (
+    OffsetCheckpointFile,
+    Snapshot,
+    SnapshotWriter,
+    fsync_dir,
+    write_atomically,
+)
 from moldau.storage.log import Log, remove_log_dir
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
@@ -32,6 +37,8 @@ from moldau.storage.partition_name import TopicPartition
 log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
+# log dir -> (recovery points, log start offsets, cleaner offsets)
+DirCheckpoints = dict[Path, tuple[Offsets, Offsets, Offsets]]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -56,7 +63,7 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         # Checkpoints are written from worker threads, and once more at shutdown.
-        self._checkpoint_lock = threading.Lock()
+        self._checkpoints = SnapshotWriter()
         # (log, offset) pairs whose segments below `offset` were rolled and await fsync.
         self.pending_flushes: list[tuple[Log, int]] = []
         # partition -> first offset the log cleaner has not compacted yet
@@ -327,29 +334,33 @@ class LogManager:
     def checkpoint(self) -> None:
         self.write_checkpoints(self.checkpoint_snapshot())
 
-    def checkpoint_snapshot(self) -> dict[Path, tuple[Offsets, Offsets, Offsets]]:
+    def checkpoint_snapshot(self) -> Snapshot[DirCheckpoints]:
         """Each online directory's recovery points, log start offsets and cleaner
         offsets, as its checkpoint files will say."""
         by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.live_log_dirs}
         for tp, d in self._dir_of.items():
             if d in by_dir:
                 by_dir[d].append(tp)
-        return {
-            d: (
-                {tp: self.logs[tp].recovery_point for tp in tps},
-                {tp: self.logs[tp].log_start_offset for tp in tps},
-                {tp: self.cleaner_checkpoints[tp] for tp in tps if tp in self.cleaner_checkpoints},
-            )
-            for d, tps in by_dir.items()
-        }
+        return self._checkpoints.take(
+            {
+                d: (
+                    {tp: self.logs[tp].recovery_point for tp in tps},
+                    {tp: self.logs[tp].log_start_offset for tp in tps},
+                    {tp: c for tp in tps if (c := self.cleaner_checkpoints.get(tp)) is not None},
+                )
+                for d, tps in by_dir.items()
+            }
+        )
 
-    def write_checkpoints(self, snapshot: dict[Path, tuple[Offsets, Offsets, Offsets]]) -> None:
+    def write_checkpoints(self, snapshot: Snapshot[DirCheckpoints]) -> None:
         """Write the checkpoint files (from any thread: they fsync); a directory whose
         write fails goes offline (its previous files stay intact), the others are
         still written."""
-        with self._checkpoint_lock:
-            for d, (recovery, starts, cleaned) in snapshot.items():
-                with self.io_or_offline(d, "writing checkpoints"):
-                    OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(recovery)
-                    OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(starts)
-                    OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(cleaned)
+        self._checkpoints.write(snapshot, self._write_checkpoints)
+
+    def _write_checkpoints(self, by_dir: DirCheckpoints) -> None:
+        for d, (recovery, starts, cleaned) in by_dir.items():
+            with self.io_or_offline(d, "writing checkpoints"):
+                OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(recovery)
+                OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(starts)
+                OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(cleaned)
