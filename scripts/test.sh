@@ -22,7 +22,7 @@ fi
 
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark]'
 
 lint_dirs="src tests"; [ -d bench ] && lint_dirs="$lint_dirs bench"
 .venv/bin/ruff check $lint_dirs

@@ -1,0 +1,283 @@
+"""The Spark data source's speed, side by side in one run.
+
+One Moldau broker (fresh, on 127.0.0.1) holds N records of 100 bytes in 4
+partitions. Each round measures, in rows/s:
+
+- plain loop: one confluent-kafka consumer reading every record of the topic and
+  touching each one's key, value and offset (what a user writes without Spark);
+- moldau batch read: `spark.read.format("moldau")` into Spark's `noop` sink;
+- data source ceiling: a Python data source that makes the same rows from memory
+  as Arrow batches, into `noop` (what the Python Data Source API itself allows);
+- batch write: `spark.range(N)` as 100-byte values written with `format("moldau")`;
+- stream copy: `readStream.format("moldau")` to `writeStream.format("moldau")`
+  (Trigger.AvailableNow), every record read and written again.
+
+    .venv/bin/python bench/spark.py                   # 5,000,000 records, 2 rounds
+    .venv/bin/python bench/spark.py --records 500000  # a short run
+    .venv/bin/python bench/spark.py --record          # also append to bench/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.testing.process import BrokerProcess
+
+PARTITIONS = 4
+VALUE = b"x" * 90  # + a 10-byte key: 100 bytes a record
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
+
+
+def fill(bootstrap: str, topic: str, n: int) -> None:
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, VALUE, b"k%09d" % i, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+
+
+def plain_loop(bootstrap: str, topic: str, n: int) -> float:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "fetch.message.max.bytes": 4 * 1024 * 1024,
+            "queued.min.messages": 1_000_000,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen = 0
+    size = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 600
+    while seen < n and time.monotonic() < deadline:
+        for m in c.consume(10_000, 1.0):
+            if m.error() is None:
+                size += len(m.key() or b"") + len(m.value() or b"") + (m.offset() >= 0)
+                seen += 1
+    took = time.perf_counter() - start
+    c.close()
+    assert seen == n, f"read {seen} of {n}"
+    return n / took
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def register_ceiling(spark: Any, n: int) -> None:
+    """A data source that makes rows like the topic's from memory: the most the
+    Python Data Source API moves on this machine."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from moldau.spark.schema import arrow_schema, source_schema
+
+    per_partition = n // PARTITIONS
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(p) for p in range(PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            schema = arrow_schema(False)
+            step = 8192
+            for lo in range(0, per_partition, step):
+                k = min(step, per_partition - lo)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()),
+                        pa.array([VALUE] * k, pa.binary()),
+                        pa.repeat(pa.scalar("t", pa.string()), k),
+                        pa.repeat(pa.scalar(partition.value, pa.int32()), k),
+                        pa.array(range(lo, lo + k), pa.int64()),
+                        pa.repeat(pa.scalar(0, schema.field("timestamp").type), k),
+                        pa.repeat(pa.scalar(0, pa.int32()), k),
+                    ],
+                    schema=schema,
+                )
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "ceiling"
+
+        def schema(self) -> Any:
+            return source_schema(False)
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader()
+
+    spark.dataSource.register(Ceiling)
+
+
+def timed(n: int, run: Any, *args: Any) -> float:
+    start = time.perf_counter()
+    run(*args)
+    return n / (time.perf_counter() - start)
+
+
+def moldau_read(spark: Any, bootstrap: str, topic: str) -> None:
+    df = (
+        spark.read.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    df.write.format("noop").mode("overwrite").save()
+
+
+def ceiling_read(spark: Any) -> None:
+    spark.read.format("ceiling").load().write.format("noop").mode("overwrite").save()
+
+
+def batch_write(spark: Any, bootstrap: str, topic: str, n: int) -> None:
+    df = spark.range(0, n, 1, PARTITIONS).selectExpr(
+        "cast(lpad(cast(id as string), 10, 'k') as binary) as key",
+        f"cast(repeat('x', {len(VALUE)}) as binary) as value",
+    )
+    (
+        df.write.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
+
+
+def stream_copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str) -> None:
+    df = (
+        spark.readStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        df.select("key", "value")
+        .writeStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=5_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    args = parser.parse_args()
+    n = args.records - args.records % PARTITIONS
+
+    work = Path(tempfile.mkdtemp(prefix="moldau-bench-spark-"))
+    broker = BrokerProcess(work / "data").start()
+    results: dict[str, list[float]] = {}
+    try:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, "records", PARTITIONS)
+        t = time.perf_counter()
+        fill(bootstrap, "records", n)
+        print(f"filled {n:,} records in {time.perf_counter() - t:.1f} s", flush=True)
+        spark = spark_session()
+        register_ceiling(spark, n)
+        moldau_read(spark, bootstrap, "records")  # warm up: JVM, Python workers
+        for r in range(args.rounds):
+            sink, copy = f"written-{r}", f"copied-{r}"
+            create_topic(bootstrap, sink, PARTITIONS)
+            create_topic(bootstrap, copy, PARTITIONS)
+            checkpoint = str(work / f"checkpoint-{r}")
+            rates = {
+                "plain confluent-kafka loop": plain_loop(bootstrap, "records", n),
+                "moldau batch read -> noop": timed(n, moldau_read, spark, bootstrap, "records"),
+                "data source ceiling -> noop": timed(n, ceiling_read, spark),
+                "batch write (spark.range)": timed(n, batch_write, spark, bootstrap, sink, n),
+                "stream copy (read + write)": timed(
+                    n, stream_copy, spark, bootstrap, "records", copy, checkpoint
+                ),
+            }
+            for name, rate in rates.items():
+                results.setdefault(name, []).append(rate)
+                print(f"round {r + 1}: {name:30s} {rate:12,.0f} rows/s", flush=True)
+        spark.stop()
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    plain = results["plain confluent-kafka loop"]
+    lines = [
+        f"| {name} | " + " | ".join(f"{x:,.0f}" for x in rates) + " | "
+        + " | ".join(f"{x / p:.2f}x" for x, p in zip(rates, plain, strict=True)) + " |"
+        for name, rates in results.items()
+    ]  # fmt: skip
+    header = (
+        "| rows/s, 100 B records | "
+        + " | ".join(f"round {i + 1}" for i in range(args.rounds))
+        + " | "
+        + " | ".join(f"vs plain loop, round {i + 1}" for i in range(args.rounds))
+        + " |\n|---|"
+        + "---|" * (2 * args.rounds)
+    )
+    table = "\n".join([header, *lines])
+    print(table)
+    if args.record:
+        machine = (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        )
+        with open(Path(__file__).parent / "RESULTS.md", "a") as f:
+            f.write(
+                f"\n## Spark data source, {datetime.date.today()} ({machine})\n\n"
+                f"`bench/spark.py --records {n}`: local[2], one broker, 4 partitions.\n\n"
+                f"{table}\n"
+            )
+
+
+if __name__ == "__main__":
+    main()

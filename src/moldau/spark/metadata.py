@@ -1,0 +1,109 @@
+"""What the driver asks the brokers: which partitions a subscription covers, and
+their earliest, latest and by-timestamp offsets (ListOffsets through
+confluent-kafka's AdminClient, one batched call for all partitions)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import confluent_kafka.admin
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from moldau.spark.offsets import PartitionOffsets
+from moldau.spark.options import Subscription, TopicPartitionKey
+
+#: Kafka's internal topics, which a pattern never matches (the Java consumer's
+#: exclude.internal.topics, on by default).
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+# Not among confluent_kafka.admin's typed exports, and its methods are untyped.
+_OFFSET_SPEC: Any = confluent_kafka.admin.OffsetSpec  # type: ignore[attr-defined]
+
+
+def _spec(which: str, *args: int) -> Any:
+    return getattr(_OFFSET_SPEC, which)(*args)
+
+
+class OffsetReader:
+    """The driver's view of the log. Retries as Spark's connector does
+    (`fetchOffset.numRetries` times, `fetchOffset.retryIntervalMs` apart), so a
+    leader election during planning does not fail the query."""
+
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        retries: int = 3,
+        retry_interval_s: float = 1.0,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        self._config: dict[str, str | int | float | bool] = dict(client_config)
+        self._retries = retries
+        self._retry_interval_s = retry_interval_s
+        self._timeout_s = request_timeout_s
+        self._admin: AdminClient | None = None
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._config))
+        return self._admin
+
+    def close(self) -> None:
+        self._admin = None  # AdminClient has no close(); dropping it ends its threads
+
+    def _retrying(self, what: str, call: Any) -> Any:
+        for attempt in range(self._retries + 1):
+            try:
+                return call()
+            except KafkaException as e:
+                if attempt == self._retries:
+                    raise RuntimeError(f"{what} failed after {attempt + 1} attempts: {e}") from e
+                time.sleep(self._retry_interval_s)
+        raise AssertionError("unreachable")
+
+    def partitions(self, subscription: Subscription) -> list[TopicPartitionKey]:
+        """The partitions the subscription covers now (none for a topic that does
+        not exist, as Spark's connector)."""
+        if subscription.kind == "assign":
+            return sorted(subscription.partitions)
+
+        def list_topics() -> list[TopicPartitionKey]:
+            md = self._client().list_topics(timeout=self._timeout_s)
+            out: list[TopicPartitionKey] = []
+            for name, topic in md.topics.items():
+                if name in _INTERNAL_TOPICS or not subscription.matches(name):
+                    continue
+                if topic.error is not None:
+                    raise KafkaException(topic.error)
+                out.extend((name, p) for p in topic.partitions)
+            return sorted(out)
+
+        result: list[TopicPartitionKey] = self._retrying("listing topics", list_topics)
+        return result
+
+    def _list_offsets(self, specs: Mapping[TopicPartitionKey, Any]) -> PartitionOffsets:
+        if not specs:
+            return {}
+
+        def call() -> PartitionOffsets:
+            futures = self._client().list_offsets(
+                {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
+                request_timeout=self._timeout_s,
+            )
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+        result: PartitionOffsets = self._retrying("listing offsets", call)
+        return result
+
+    def earliest(self, partitions: Iterable[TopicPartitionKey]) -> PartitionOffsets:
+        return self._list_offsets({tp: _spec("earliest") for tp in partitions})
+
+    def latest(self, partitions: Iterable[TopicPartitionKey]) -> PartitionOffsets:
+        return self._list_offsets({tp: _spec("latest") for tp in partitions})
+
+    def by_timestamp(self, timestamps: Mapping[TopicPartitionKey, int]) -> PartitionOffsets:
+        """The first offset whose timestamp is at or after the given one, or -1."""
+        return self._list_offsets({tp: _spec("for_timestamp", ts) for tp, ts in timestamps.items()})

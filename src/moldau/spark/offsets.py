@@ -1,0 +1,195 @@
+"""Offsets on the driver: resolving where a read starts and ends, splitting the
+work into input partitions, limiting a micro-batch, and the JSON Spark keeps in
+its checkpoint. Pure functions; the client calls live in `metadata`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from moldau.spark.options import (
+    EARLIEST,
+    LATEST,
+    InvalidOptionError,
+    OffsetSpec,
+    TopicPartitionKey,
+)
+
+PartitionOffsets = dict[TopicPartitionKey, int]
+
+
+log = logging.getLogger(__name__)
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query needs are gone (retention, a deleted topic, a truncated log)
+    and `failOnDataLoss` is true."""
+
+
+def report_data_loss(message: str, fail_on_data_loss: bool) -> None:
+    """As Spark's reportDataLoss: an error, or with failOnDataLoss false a warning."""
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"{message}. Some data may have been lost because they are not available in "
+            "Kafka any more; either the data was aged out by Kafka or the topic may have "
+            "been deleted before all the data in the topic was processed. If you don't want "
+            'your streaming query to fail on such cases, set the source option "failOnDataLoss" '
+            'to "false".'
+        )
+    log.warning(
+        "%s. Some data may have been lost; the query goes on because failOnDataLoss is false.",
+        message,
+    )
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Records [start, end) of one topic partition: the work of one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def to_json(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:
+    """Spark's Kafka offset JSON, `{"topic": {"0": 23}}`, keys sorted as
+    `json.dumps(sort_keys=True)` sorts them, so equal offsets serialise equally."""
+    out: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(offsets, key=lambda tp: (tp[0], str(tp[1]))):
+        out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
+    return out
+
+
+def from_json(offsets: Mapping[str, Mapping[str, int]] | str) -> PartitionOffsets:
+    parsed = json.loads(offsets) if isinstance(offsets, str) else offsets
+    return {(t, int(p)): int(o) for t, ps in parsed.items() for p, o in ps.items()}
+
+
+def resolve(
+    spec: OffsetSpec,
+    partitions: Iterable[TopicPartitionKey],
+    earliest: Mapping[TopicPartitionKey, int],
+    latest: Mapping[TopicPartitionKey, int],
+    by_timestamp: Callable[[Mapping[TopicPartitionKey, int]], Mapping[TopicPartitionKey, int]],
+    *,
+    timestamp_missing: str = "error",
+) -> PartitionOffsets:
+    """Concrete offsets for `partitions` from a starting or ending spec.
+
+    `by_timestamp` maps {tp: timestamp} to {tp: first offset at or after it, or -1
+    when there is none}. Where no offset has such a timestamp, an ending bound and
+    the "latest" strategy take the latest offset; otherwise it is an error, as in
+    Spark."""
+    tps = sorted(partitions)
+    if spec.kind == "earliest":
+        return {tp: earliest[tp] for tp in tps}
+    if spec.kind == "latest":
+        return {tp: latest[tp] for tp in tps}
+    if spec.kind in ("offsets", "timestamps") and set(spec.offsets) != set(tps):
+        # Spark's connector asserts the same: a partition left out has no bound.
+        raise InvalidOptionError(
+            f"Specific {'offsets' if spec.kind == 'offsets' else 'timestamps'} must name every "
+            "topic partition read (use -2 for earliest, -1 for latest); named "
+            f"{_names(spec.offsets)}, reading {_names(tps)}"
+        )
+    if spec.kind == "offsets":
+        return {
+            tp: earliest[tp]
+            if spec.offsets[tp] == EARLIEST
+            else latest[tp]
+            if spec.offsets[tp] == LATEST
+            else spec.offsets[tp]
+            for tp in tps
+        }
+    wanted = (
+        {tp: spec.timestamp for tp in tps if spec.timestamp is not None}
+        if spec.kind == "timestamp"
+        else {tp: spec.offsets[tp] for tp in tps}
+    )
+    found = by_timestamp(wanted) if wanted else {}
+    out = {}
+    for tp in tps:
+        if tp not in wanted:
+            out[tp] = latest[tp]
+            continue
+        offset = found.get(tp, -1)
+        if offset < 0:
+            if timestamp_missing != "latest":
+                raise ValueError(
+                    f"No offset of {tp[0]}-{tp[1]} has a timestamp at or after {wanted[tp]}; "
+                    "set 'startingOffsetsByTimestampStrategy' to latest to start there instead"
+                )
+            offset = latest[tp]
+        out[tp] = offset
+    return out
+
+
+def _names(tps: Iterable[TopicPartitionKey]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"
+
+
+def offset_ranges(
+    start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionKey, int]
+) -> list[OffsetRange]:
+    """One range per partition in `end` that has records past its start."""
+    return [
+        OffsetRange(t, p, start[(t, p)], end[(t, p)])
+        for (t, p) in sorted(end)
+        if (t, p) in start and end[(t, p)] > start[(t, p)]
+    ]
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """At least `min_partitions` ranges where the records allow, as Spark's
+    KafkaOffsetRangeCalculator: a range gets a share of the parts in proportion
+    to its size, at least one; ranges small enough to be one part stay whole."""
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    if total == 0:
+        return ranges
+    out: list[OffsetRange] = []
+    for r in ranges:
+        parts = max(1, min(r.size, math.floor(r.size / total * min_partitions + 0.5)))
+        step = r.size / parts
+        bounds = [r.start + math.floor(i * step) for i in range(parts)] + [r.end]
+        out.extend(
+            OffsetRange(r.topic, r.partition, lo, hi)
+            for lo, hi in itertools.pairwise(bounds)
+            if hi > lo
+        )
+    return out
+
+
+def rate_limit(
+    start: Mapping[TopicPartitionKey, int], latest: Mapping[TopicPartitionKey, int], limit: int
+) -> PartitionOffsets:
+    """The end of a micro-batch of at most about `limit` records, shared among the
+    partitions in proportion to what each has waiting, as Spark's rateLimit:
+    a partition's share rounds down, except that a share under one rounds up so
+    that small partitions are not starved."""
+    sizes = {tp: latest[tp] - start.get(tp, latest[tp]) for tp in latest}
+    total = sum(s for s in sizes.values() if s > 0)
+    if total <= limit:
+        return dict(latest)
+    out = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, end)
+        size = end - begin
+        if size <= 0:
+            out[tp] = end
+            continue
+        share = limit * (size / total)
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        out[tp] = min(end, begin + step)
+    return out

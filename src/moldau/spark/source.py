@@ -1,0 +1,284 @@
+"""The "moldau" data source: Spark's Kafka connector for PySpark, in Python.
+
+Batch reads plan one input partition per topic partition and offset range (more
+with `minPartitions`); streaming reads keep their offsets in Spark's checkpoint as
+Spark's Kafka source does (`{"topic": {"partition": offset}}`), so a micro-batch
+replayed after a restart reads exactly the records it read before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from moldau.spark import offsets as off
+from moldau.spark.metadata import OffsetReader
+from moldau.spark.offsets import OffsetRange, PartitionOffsets
+from moldau.spark.options import (
+    InvalidOptionError,
+    ReadOptions,
+    TopicPartitionKey,
+    WriteOptions,
+    parse_read_options,
+    parse_write_options,
+)
+from moldau.spark.progress import commit_progress
+from moldau.spark.reader import read_range
+from moldau.spark.schema import source_schema
+from moldau.spark.writer import WriteColumns, check_write_schema, write_batches
+
+
+class OffsetRangePartition(InputPartition):
+    """One Spark task's work: an OffsetRange."""
+
+    def __init__(self, r: OffsetRange) -> None:
+        super().__init__(r)
+        self.range = r
+
+
+class MoldauDataSource(DataSource):
+    """`spark.read.format("moldau")`, `readStream`, `write`, `writeStream`.
+
+    It talks to brokers through confluent-kafka, so it reads and writes Apache
+    Kafka as well as Moldau."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "moldau"
+
+    def schema(self) -> StructType:
+        raw = {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")
+        return source_schema(str(raw).strip().lower() == "true")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MoldauBatchReader(parse_read_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MoldauStreamReader(parse_read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> MoldauWriter:
+        if overwrite:
+            raise InvalidOptionError(
+                "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append "
+                "and ErrorIfExists (default)."
+            )
+        options = parse_write_options(self.options)
+        return MoldauWriter(options, check_write_schema(schema, options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> MoldauStreamWriter:
+        options = parse_write_options(self.options)
+        return MoldauStreamWriter(options, check_write_schema(schema, options))
+
+
+def _offset_reader(options: ReadOptions) -> OffsetReader:
+    return OffsetReader(
+        options.client_config,
+        retries=options.fetch_offset_retries,
+        retry_interval_s=options.fetch_offset_retry_interval_ms / 1000,
+    )
+
+
+def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, OffsetRangePartition):
+        return iter(())  # PySpark's stand-in when there is nothing to read
+    return read_range(
+        options.client_config,
+        partition.range,
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )
+
+
+def _starting_offsets(
+    o: ReadOptions, reader: OffsetReader
+) -> tuple[list[TopicPartitionKey], PartitionOffsets, PartitionOffsets, PartitionOffsets]:
+    """The partitions read, their earliest and latest offsets, and where reading starts."""
+    tps = reader.partitions(o.subscription)
+    earliest, latest = reader.earliest(tps), reader.latest(tps)
+    start = off.resolve(
+        o.starting, tps, earliest, latest, reader.by_timestamp,
+        timestamp_missing=o.timestamp_strategy,
+    )  # fmt: skip
+    return tps, earliest, latest, start
+
+
+class MoldauBatchReader(DataSourceReader):
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        reader = _offset_reader(o)
+        try:
+            tps, earliest, latest, start = _starting_offsets(o, reader)
+            end = off.resolve(
+                o.ending, tps, earliest, latest, reader.by_timestamp, timestamp_missing="latest"
+            )
+        finally:
+            reader.close()
+        for tp in tps:
+            if start[tp] > end[tp]:
+                raise InvalidOptionError(
+                    f"The starting offset {start[tp]} of {tp[0]}-{tp[1]} is after its ending "
+                    f"offset {end[tp]}: check startingOffsets and endingOffsets"
+                )
+        ranges = off.split_ranges(off.offset_ranges(start, end), o.min_partitions)
+        return [OffsetRangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
+
+
+class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over the subscribed partitions. New partitions, and new
+    topics matching a pattern, are read from their earliest offset."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._offsets: OffsetReader | None = None
+        #: With Trigger.AvailableNow: the latest offsets when the query started;
+        #: the query reads up to them and no further.
+        self._available_now: PartitionOffsets | None = None
+        #: What was last committed to `commitToGroup`.
+        self._progress: dict[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_offsets": None}
+
+    def _reader(self) -> OffsetReader:
+        if self._offsets is None:
+            self._offsets = _offset_reader(self.options)
+        return self._offsets
+
+    def initialOffset(self) -> dict[str, Any]:
+        return off.to_json(_starting_offsets(self.options, self._reader())[3])
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        reader = self._reader()
+        self._available_now = reader.latest(reader.partitions(self.options.subscription))
+
+    def _latest(self) -> PartitionOffsets:
+        reader = self._reader()
+        if self._available_now is not None:
+            return dict(self._available_now)
+        return reader.latest(reader.partitions(self.options.subscription))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        # Spark asks for the next batch only once the one ending at `start` is done,
+        # and with Trigger.AvailableNow it never calls commit() for the last one.
+        self._commit_progress(start)
+        begin = off.from_json(start)
+        latest = self._latest()
+        new = [tp for tp in latest if tp not in begin]
+        # Where new partitions start, so that a limit shares records fairly.
+        begin.update(self._reader().earliest(new))
+        if isinstance(limit, ReadMaxRows):
+            end = off.rate_limit(begin, latest, limit.max_rows)
+        else:
+            end = latest
+        # A partition that went back (a truncated log) is reported in partitions().
+        return off.to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return off.to_json(self._latest())
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        o = self.options
+        begin, until = off.from_json(start), off.from_json(end)
+        new = sorted(tp for tp in until if tp not in begin)
+        if new:
+            earliest = self._reader().earliest(new)
+            for tp in new:
+                if earliest[tp] != 0:
+                    off.report_data_loss(
+                        f"Added partition {tp[0]}-{tp[1]} starts from {earliest[tp]} instead of 0",
+                        o.fail_on_data_loss,
+                    )
+            begin.update(earliest)
+        gone = sorted(tp for tp in begin if tp not in until)
+        if gone:
+            off.report_data_loss(
+                f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone", o.fail_on_data_loss
+            )
+        for tp in sorted(until):
+            if until[tp] < begin[tp]:
+                off.report_data_loss(
+                    f"Partition {tp[0]}-{tp[1]}'s offset was changed from {begin[tp]} to "
+                    f"{until[tp]}",
+                    o.fail_on_data_loss,
+                )
+        ranges = off.split_ranges(off.offset_ranges(begin, until), o.min_partitions)
+        return [OffsetRangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._commit_progress(end)
+
+    def _commit_progress(self, end: dict[str, Any]) -> None:
+        if self.options.commit_to_group is None or end == self._progress:
+            return
+        commit_progress(self.options.client_config, self.options.commit_to_group, end)
+        self._progress = end
+
+    def stop(self) -> None:
+        if self._offsets is not None:
+            self._offsets.close()
+            self._offsets = None
+
+
+class WriteResult(WriterCommitMessage):
+    def __init__(self, records: int) -> None:
+        self.records = records
+
+
+class MoldauWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        return WriteResult(write_batches(self.options, self.columns, iterator))
+
+
+class MoldauStreamWriter(DataSourceStreamArrowWriter):
+    """At-least-once, as Spark's Kafka sink: a micro-batch Spark runs again after
+    a failure is written again."""
+
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        return WriteResult(write_batches(self.options, self.columns, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # every record is already written and acknowledged by its task
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # records written cannot be taken back (at-least-once)

@@ -1,0 +1,159 @@
+"""A Spark task's write: the rows of its Arrow batches produced as records.
+
+Columns as Spark's Kafka sink takes them: `value` (string or binary, required),
+`key` (string or binary), `topic` (string; the `topic` option wins over it),
+`partition` (int) and `headers` (array<struct<key string, value binary>>).
+
+The producer is idempotent (no duplicate from its own retries) and is created in
+the task, flushed and dropped when the task ends; a record that could not be
+written fails the task. That gives at-least-once: a task Spark runs again writes
+its rows again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Producer
+from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType
+
+from moldau.spark.options import InvalidOptionError, WriteOptions
+from moldau.spark.schema import HEADERS_TYPE
+
+#: Producer settings a task's write starts from; `kafka.*` options override them.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "enable.idempotence": "true",
+    "acks": "all",
+    "linger.ms": "20",
+    "queue.buffering.max.messages": "1000000",
+    # Only failures come back: a delivery callback per record would cost a Python
+    # call per record.
+    "delivery.report.only.error": True,
+}
+
+_KEY_VALUE_TYPES = (StringType(), BinaryType())
+
+
+@dataclass(frozen=True)
+class WriteColumns:
+    """Which of the sink's columns a DataFrame has (checked on the driver)."""
+
+    key: bool
+    topic: bool
+    partition: bool
+    headers: bool
+
+
+def check_write_schema(schema: StructType, options: WriteOptions) -> WriteColumns:
+    types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
+
+    def check(name: str, allowed: tuple[DataType, ...], what: str) -> bool:
+        if name not in types:
+            return False
+        if types[name] not in allowed:
+            raise InvalidOptionError(
+                f"{name} attribute type must be {what}, not {types[name].simpleString()}"
+            )
+        return True
+
+    if "value" not in types:
+        raise InvalidOptionError("Required attribute 'value' not found")
+    check("value", _KEY_VALUE_TYPES, "a string or binary")
+    columns = WriteColumns(
+        key=check("key", _KEY_VALUE_TYPES, "a string or binary"),
+        topic=check("topic", (StringType(),), "a string"),
+        partition=check("partition", (IntegerType(),), "an int"),
+        headers=check("headers", (HEADERS_TYPE,), "array<struct<key:string,value:binary>>"),
+    )
+    if options.topic is None and not columns.topic:
+        raise InvalidOptionError(
+            "topic option required when no 'topic' attribute is present. Use the topic "
+            "option for setting a topic."
+        )
+    return columns
+
+
+def producer_config(client_config: Mapping[str, str]) -> dict[str, Any]:
+    return {**PRODUCER_DEFAULTS, **client_config}
+
+
+class RecordWriter:
+    """Produces rows; `close()` flushes and raises the first delivery failure."""
+
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self._options = options
+        self._columns = columns
+        self._failure: KafkaError | None = None
+        self._producer = Producer(
+            {**producer_config(options.client_config), "on_delivery": self._on_delivery}
+        )
+        self.count = 0
+
+    def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
+        if err is not None and self._failure is None:
+            self._failure = err
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._failure is not None:
+            raise KafkaException(self._failure)
+        n = batch.num_rows
+        cols = self._columns
+        values = batch.column("value").to_pylist()
+        keys = batch.column("key").to_pylist() if cols.key else repeat(None, n)
+        topics: Any = (
+            repeat(self._options.topic, n)
+            if self._options.topic is not None
+            else batch.column("topic").to_pylist()
+        )
+        produce = self._producer.produce
+        if not cols.partition and not cols.headers:
+            for topic, value, key in zip(topics, values, keys, strict=False):
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    self._produce_when_room(topic, value, key)
+        else:
+            partitions = batch.column("partition").to_pylist() if cols.partition else repeat(-1, n)
+            headers = batch.column("headers").to_pylist() if cols.headers else repeat(None, n)
+            rows = zip(topics, values, keys, partitions, headers, strict=False)
+            for topic, value, key, partition, hs in rows:
+                kwargs: dict[str, Any] = {"partition": -1 if partition is None else partition}
+                if hs:
+                    kwargs["headers"] = [(h["key"], h["value"]) for h in hs]
+                try:
+                    produce(topic, value, key, **kwargs)
+                except BufferError:
+                    self._produce_when_room(topic, value, key, **kwargs)
+        self.count += n
+        self._producer.poll(0)
+
+    def _produce_when_room(self, *args: Any, **kwargs: Any) -> None:
+        # The client's queue is full: let deliveries drain it, then try again.
+        while True:
+            self._producer.poll(0.1)
+            try:
+                self._producer.produce(*args, **kwargs)
+                return
+            except BufferError:
+                continue
+
+    def close(self, timeout_s: float = 300.0) -> None:
+        left = self._producer.flush(timeout_s)
+        if self._failure is not None:
+            raise KafkaException(self._failure)
+        if left:
+            raise TimeoutError(f"{left} records were not delivered within {timeout_s:.0f} s")
+
+
+def write_batches(
+    options: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch]
+) -> int:
+    writer = RecordWriter(options, columns)
+    for batch in batches:
+        writer.write(batch)
+    writer.close()
+    return writer.count

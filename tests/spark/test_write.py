@@ -1,0 +1,174 @@
+"""Writes through `df.write.format("moldau")` and `writeStream`, read back with
+confluent-kafka."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.integration.clients import create_topic
+from tests.spark.test_read import produce
+
+pytestmark = pytest.mark.spark
+
+Record = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, n: int) -> list[Record]:
+    """(partition, key, value, headers) of the first n records, by partition and offset."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False}
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[tuple[int, int, Record]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(
+                (m.partition(), m.offset(), (m.partition(), m.key(), m.value(), m.headers() or []))
+            )
+        extra = c.poll(1.0)  # nothing more than n
+        assert extra is None, f"more than {n} records: {extra.offset()}"
+    finally:
+        c.close()
+    return [r for _, _, r in sorted(got)]
+
+
+def test_batch_write_with_every_column(spark: Any, bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name, partitions=3)
+    df = spark.createDataFrame(
+        [
+            ("k0", b"v0", topic_name, 0, [("h", b"x"), ("nil", None)]),
+            (None, b"v1", topic_name, 1, None),
+            ("k2", None, topic_name, 2, []),
+            ("k3", b"v3", topic_name, 0, None),
+        ],
+        "key string, value binary, topic string, partition int, "
+        "headers array<struct<key:string,value:binary>>",
+    )
+    df.write.format("moldau").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+    # Rows of different tasks land in any order.
+    got = sorted(consume_all(bootstrap, topic_name, 3, 4), key=lambda r: (r[0], r[1] or b""))
+    assert got == [
+        (0, b"k0", b"v0", [("h", b"x"), ("nil", None)]),
+        (0, b"k3", b"v3", []),
+        (1, None, b"v1", []),
+        (2, b"k2", None, []),
+    ]
+
+
+def test_the_topic_option_wins_over_the_topic_column(
+    spark: Any, bootstrap: str, topic_name: str
+) -> None:
+    create_topic(bootstrap, topic_name)
+    df = spark.createDataFrame(
+        [("elsewhere", "a"), ("elsewhere", "b")], "topic string, value string"
+    )
+    (
+        df.write.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic_name)
+        .mode("append")
+        .save()
+    )
+    assert sorted(v for _, _, v, _ in consume_all(bootstrap, topic_name, 1, 2)) == [b"a", b"b"]
+
+
+def test_a_dataframe_read_from_one_topic_is_written_to_another(
+    spark: Any, bootstrap: str, topic_name: str
+) -> None:
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, sink, partitions=2)
+    produce(bootstrap, source, [(i % 2, b"k%d" % i, b"v%d" % i) for i in range(1000)])
+    df = (
+        spark.read.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .load()
+    )
+    (
+        df.select("key", "value", "partition")
+        .write.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .mode("append")
+        .save()
+    )
+    got = consume_all(bootstrap, sink, 2, 1000)
+    assert sorted((p, k, v) for p, k, v, _ in got) == sorted(
+        (i % 2, b"k%d" % i, b"v%d" % i) for i in range(1000)
+    )
+
+
+def test_stream_write_copies_a_topic(
+    spark: Any, bootstrap: str, topic_name: str, checkpoint: str
+) -> None:
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, sink, partitions=1)
+    produce(bootstrap, source, [(i % 2, b"k%d" % i, b"v%d" % i) for i in range(50)])
+    df = (
+        spark.readStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .load()
+    )
+    query = (
+        df.select("key", "value")
+        .writeStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    got = consume_all(bootstrap, sink, 1, 50)
+    assert sorted((k, v) for _, k, v, _ in got) == sorted(
+        (b"k%d" % i, b"v%d" % i) for i in range(50)
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "row", "options", "mode", "message"),
+    [
+        ("key string", ("k",), {"topic": "t"}, "append", "Required attribute 'value' not found"),
+        ("key int, value string", (1, "v"), {"topic": "t"}, "append", "key attribute type"),
+        ("value string, partition string", ("v", "0"), {"topic": "t"}, "append", "partition"),
+        ("value string", ("v",), {}, "append", "topic option required"),
+        ("value string", ("v",), {"topic": "t"}, "overwrite", "Save mode Overwrite"),
+        (
+            "value string",
+            ("v",),
+            {"topic": "t", "kafka.value.serializer": "x"},
+            "append",
+            "serializer",
+        ),
+        ("value string", ("v",), {"topic": "t", "subscribe": "x"}, "append", "subscribe"),
+    ],
+)
+def test_bad_writes_fail_naming_the_problem(
+    spark: Any,
+    bootstrap: str,
+    schema: str,
+    row: tuple[Any, ...],
+    options: dict[str, str],
+    mode: str,
+    message: str,
+) -> None:
+    writer = spark.createDataFrame([row], schema).write.format("moldau")
+    writer = writer.option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    with pytest.raises(Exception, match=message):
+        writer.mode(mode).save()

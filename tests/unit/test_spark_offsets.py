@@ -1,0 +1,163 @@
+"""The Spark data source's pure parts: option parsing, offset resolution, range
+splitting, rate limiting and the checkpoint's offset JSON (no Spark, no broker)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from moldau.spark.offsets import (
+    OffsetRange,
+    from_json,
+    offset_ranges,
+    rate_limit,
+    resolve,
+    split_ranges,
+    to_json,
+)
+from moldau.spark.options import (
+    InvalidOptionError,
+    OffsetSpec,
+    parse_read_options,
+    parse_write_options,
+)
+
+B = {"kafka.bootstrap.servers": "h:1"}
+
+
+def test_offsets_serialise_with_sorted_keys_and_round_trip() -> None:
+    offsets = {("b", 10): 5, ("b", 2): 7, ("a", 0): 1}
+    as_json = to_json(offsets)
+    assert json.dumps(as_json) == json.dumps(as_json, sort_keys=True)
+    assert json.dumps(as_json) == '{"a": {"0": 1}, "b": {"10": 5, "2": 7}}'
+    assert from_json(json.dumps(as_json)) == offsets
+
+
+def test_options_are_case_insensitive_and_kafka_options_go_to_the_client() -> None:
+    o = parse_read_options(
+        {**B, "SUBSCRIBE": "a, b", "StartingOffsets": "earliest", "kafka.client.id": "x"},
+        streaming=True,
+    )
+    assert o.subscription.topics == ("a", "b")
+    assert o.starting == OffsetSpec("earliest")
+    assert o.client_config == {"bootstrap.servers": "h:1", "client.id": "x"}
+
+
+def test_defaults_are_sparks() -> None:
+    batch = parse_read_options({**B, "subscribe": "a"}, streaming=False)
+    assert (batch.starting.kind, batch.ending.kind) == ("earliest", "latest")
+    assert batch.fail_on_data_loss and not batch.include_headers
+    stream = parse_read_options({**B, "subscribe": "a"}, streaming=True)
+    assert stream.starting.kind == "latest"
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "named"),
+    [
+        ({"subscribe": "a", "endingOffsets": "latest"}, True, "endingOffsets"),
+        ({"subscribe": "a", "endingTimestamp": "5"}, True, "endingTimestamp"),
+        ({"subscribe": "a", "commitToGroup": "g"}, False, "commitToGroup"),
+        ({"assign": '{"a":[0]}', "startingOffsets": '{"a":{"1":0}}'}, True, "startingOffsets"),
+        ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, True, "Strategy"),
+        ({"subscribe": "a", "startingTimestamp": "soon"}, True, "startingTimestamp"),
+        ({"subscribe": "a", "fetchOffset.numRetries": "-1"}, True, "fetchOffset.numRetries"),
+        ({"subscribe": " , "}, True, "subscribe"),
+    ],
+)
+def test_bad_read_options_name_the_option(
+    options: dict[str, str], streaming: bool, named: str
+) -> None:
+    with pytest.raises(InvalidOptionError, match=named):
+        parse_read_options({**B, **options}, streaming=streaming)
+
+
+def test_write_options() -> None:
+    assert parse_write_options({**B, "topic": "t"}).topic == "t"
+    with pytest.raises(InvalidOptionError, match=r"kafka\.key\.serializer"):
+        parse_write_options({**B, "kafka.key.serializer": "x"})
+    with pytest.raises(InvalidOptionError, match=r"kafka\.bootstrap\.servers"):
+        parse_write_options({"topic": "t"})
+
+
+def test_resolve_specific_offsets_and_timestamps() -> None:
+    tps = [("a", 0), ("a", 1)]
+    earliest, latest = {("a", 0): 3, ("a", 1): 0}, {("a", 0): 10, ("a", 1): 20}
+
+    def no_times(_: object) -> dict[tuple[str, int], int]:
+        raise AssertionError("not asked")
+
+    spec = OffsetSpec("offsets", offsets={("a", 0): -2, ("a", 1): 7})
+    assert resolve(spec, tps, earliest, latest, no_times) == {("a", 0): 3, ("a", 1): 7}
+    with pytest.raises(InvalidOptionError, match="every topic partition"):
+        resolve(OffsetSpec("offsets", offsets={("a", 0): 1}), tps, earliest, latest, no_times)
+
+    def times(wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return {tp: (5 if tp == ("a", 0) else -1) for tp in wanted}
+
+    with pytest.raises(ValueError, match="a-1"):
+        resolve(OffsetSpec("timestamp", timestamp=1), tps, earliest, latest, times)
+    assert resolve(
+        OffsetSpec("timestamp", timestamp=1),
+        tps,
+        earliest,
+        latest,
+        times,
+        timestamp_missing="latest",
+    ) == {("a", 0): 5, ("a", 1): 20}
+
+
+def test_min_partitions_split_in_proportion_to_size() -> None:
+    ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 300), OffsetRange("t", 2, 5, 6)]
+    split = split_ranges(ranges, 8)
+    by_partition = {p: [r for r in split if r.partition == p] for p in range(3)}
+    assert [len(by_partition[p]) for p in range(3)] == [2, 6, 1]
+    for p, original in enumerate(ranges):
+        parts = by_partition[p]
+        assert parts[0].start == original.start and parts[-1].end == original.end
+        assert all(a.end == b.start for a, b in itertools.pairwise(parts))
+    assert split_ranges(ranges, 2) == ranges  # already enough
+
+
+@given(
+    sizes=st.lists(st.integers(0, 10_000), min_size=1, max_size=8),
+    min_partitions=st.integers(1, 64),
+)
+def test_splitting_never_loses_or_repeats_an_offset(sizes: list[int], min_partitions: int) -> None:
+    ranges = [OffsetRange("t", p, 1000, 1000 + s) for p, s in enumerate(sizes) if s > 0]
+    split = split_ranges(ranges, min_partitions)
+    for r in ranges:
+        covered = [o for s in split if s.partition == r.partition for o in range(s.start, s.end)]
+        assert covered == list(range(r.start, r.end))
+
+
+def test_rate_limit_shares_in_proportion_and_never_starves() -> None:
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    latest = {("t", 0): 1000, ("t", 1): 3000, ("t", 2): 1}
+    end = rate_limit(start, latest, 100)
+    assert end == {("t", 0): 24, ("t", 1): 74, ("t", 2): 1}
+    assert rate_limit(start, latest, 10_000) == latest
+
+
+@given(
+    waiting=st.lists(st.integers(0, 100_000), min_size=1, max_size=8),
+    limit=st.integers(1, 50_000),
+)
+def test_rate_limit_stays_within_what_is_there(waiting: list[int], limit: int) -> None:
+    start = {("t", p): 10 for p in range(len(waiting))}
+    latest = {("t", p): 10 + w for p, w in enumerate(waiting)}
+    end = rate_limit(start, latest, limit)
+    assert all(start[tp] <= end[tp] <= latest[tp] for tp in latest)
+    taken = sum(end[tp] - start[tp] for tp in latest)
+    # At most the limit, give or take the one record a starved partition gets.
+    assert taken <= limit + len(waiting)
+    if sum(waiting) > 0:
+        assert taken > 0
+    assert offset_ranges(start, end) == [
+        OffsetRange("t", p, start[("t", p)], end[("t", p)])
+        for p in range(len(waiting))
+        if end[("t", p)] > start[("t", p)]
+    ]
