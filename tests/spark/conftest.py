@@ -23,10 +23,12 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        # Two cores; a failed task is tried up to three times, as on a cluster.
+        SparkSession.builder.master("local[2,3]")
         .appName("moldau-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()

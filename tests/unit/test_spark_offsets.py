@@ -76,11 +76,14 @@ def test_bad_read_options_name_the_option(
 
 
 def test_write_options() -> None:
-    assert parse_write_options({**B, "topic": "t"}).topic == "t"
+    assert parse_write_options({**B, "topic": "t"}, streaming=False).topic == "t"
     with pytest.raises(InvalidOptionError, match=r"kafka\.key\.serializer"):
-        parse_write_options({**B, "kafka.key.serializer": "x"})
+        parse_write_options({**B, "kafka.key.serializer": "x"}, streaming=False)
     with pytest.raises(InvalidOptionError, match=r"kafka\.bootstrap\.servers"):
-        parse_write_options({"topic": "t"})
+        parse_write_options({"topic": "t"}, streaming=False)
+    with pytest.raises(InvalidOptionError, match="exactlyOnce"):
+        parse_write_options({**B, "topic": "t", "exactlyOnce": "true"}, streaming=False)
+    assert parse_write_options({**B, "exactlyOnce": "true"}, streaming=True).exactly_once
 
 
 def test_resolve_specific_offsets_and_timestamps() -> None:

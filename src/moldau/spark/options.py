@@ -84,6 +84,9 @@ class ReadOptions:
 class WriteOptions:
     client_config: Mapping[str, str]
     topic: str | None = None
+    #: Streaming writes only: publish each micro-batch once (moldau.spark.exactly_once).
+    exactly_once: bool = False
+    marker_topic: str = "_moldau_spark_batches"
 
 
 _READ_OPTIONS = {
@@ -106,7 +109,7 @@ _READ_OPTIONS = {
     "fetchoffset.retryintervalms",
     "committogroup",
 }
-_WRITE_OPTIONS = {"topic"}
+_WRITE_OPTIONS = {"topic", "exactlyonce", "exactlyonce.markertopic"}
 #: Options Spark itself adds or reads, which reach every data source.
 _SPARKS_OWN = {"path", "checkpointlocation"}
 
@@ -401,11 +404,24 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     )
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
     opts = _lower(options)
     _check_known(opts, _WRITE_OPTIONS, "sink")
     client_config = _client_config(opts, _UNSUPPORTED_PRODUCER)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise InvalidOptionError("Option 'topic' must name a topic")
-    return WriteOptions(client_config=client_config, topic=topic)
+    exactly_once = _bool(opts, "exactlyonce", False)
+    if exactly_once and not streaming:
+        raise InvalidOptionError(
+            "Option 'exactlyOnce' is only valid for streaming writes (writeStream)"
+        )
+    marker_topic = opts.get("exactlyonce.markertopic", "_moldau_spark_batches").strip()
+    if not marker_topic:
+        raise InvalidOptionError("Option 'exactlyOnce.markerTopic' must name a topic")
+    return WriteOptions(
+        client_config=client_config,
+        topic=topic,
+        exactly_once=exactly_once,
+        marker_topic=marker_topic,
+    )

@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from moldau.spark import offsets as off
+from moldau.spark.exactly_once import BatchPublisher, OutRow
 from moldau.spark.metadata import OffsetReader
 from moldau.spark.offsets import OffsetRange, PartitionOffsets
 from moldau.spark.options import (
@@ -43,7 +44,13 @@ from moldau.spark.options import (
 from moldau.spark.progress import commit_progress
 from moldau.spark.reader import read_range
 from moldau.spark.schema import source_schema
-from moldau.spark.writer import WriteColumns, check_write_schema, write_batches
+from moldau.spark.writer import (
+    WriteColumns,
+    check_write_schema,
+    out_rows,
+    producer_config,
+    write_batches,
+)
 
 
 class OffsetRangePartition(InputPartition):
@@ -80,12 +87,15 @@ class MoldauDataSource(DataSource):
                 "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append "
                 "and ErrorIfExists (default)."
             )
-        options = parse_write_options(self.options)
+        options = parse_write_options(self.options, streaming=False)
         return MoldauWriter(options, check_write_schema(schema, options))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> MoldauStreamWriter:
-        options = parse_write_options(self.options)
-        return MoldauStreamWriter(options, check_write_schema(schema, options))
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        options = parse_write_options(self.options, streaming=True)
+        columns = check_write_schema(schema, options)
+        if options.exactly_once:
+            return ExactlyOnceStreamWriter(options, columns)
+        return MoldauStreamWriter(options, columns)
 
 
 def _offset_reader(options: ReadOptions) -> OffsetReader:
@@ -282,3 +292,47 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # records written cannot be taken back (at-least-once)
+
+
+class StagedRows(WriterCommitMessage):
+    """A task's rows, handed to the driver to publish (exactly-once writes)."""
+
+    def __init__(self, query_id: str, rows: list[OutRow]) -> None:
+        self.query_id = query_id
+        self.rows = rows
+
+
+class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
+    """`exactlyOnce=true`: the driver publishes each micro-batch once (see
+    moldau.spark.exactly_once); tasks only collect their rows."""
+
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        query_id = context.getLocalProperty("sql.streaming.queryId") if context else None
+        if not query_id:
+            raise RuntimeError("exactlyOnce writes run only in streaming queries")
+        rows = [row for batch in iterator for row in out_rows(batch, self.options, self.columns)]
+        return StagedRows(query_id, rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        staged = [m for m in messages if isinstance(m, StagedRows)]
+        rows = [row for m in staged for row in m.rows]
+        if not rows:
+            return
+        publisher = BatchPublisher(
+            self.options.client_config,
+            producer_config(self.options.client_config),
+            staged[0].query_id,
+            self.options.marker_topic,
+        )
+        publisher.ensure_marker_topic()
+        publisher.publish(batchId, rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # nothing was written: the rows only reached the driver

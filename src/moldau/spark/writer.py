@@ -149,6 +149,30 @@ class RecordWriter:
             raise TimeoutError(f"{left} records were not delivered within {timeout_s:.0f} s")
 
 
+def out_rows(batch: pa.RecordBatch, options: WriteOptions, columns: WriteColumns) -> list[Any]:
+    """The rows of a batch as (topic, partition or -1, key, value, headers)."""
+    n = batch.num_rows
+    values = batch.column("value").to_pylist()
+    keys = batch.column("key").to_pylist() if columns.key else repeat(None, n)
+    topics: Any = (
+        repeat(options.topic, n) if options.topic is not None else batch.column("topic").to_pylist()
+    )
+    partitions = batch.column("partition").to_pylist() if columns.partition else repeat(-1, n)
+    headers = batch.column("headers").to_pylist() if columns.headers else repeat(None, n)
+    return [
+        (
+            topic,
+            -1 if partition is None else partition,
+            key,
+            value,
+            tuple((h["key"], h["value"]) for h in hs or ()),
+        )
+        for topic, partition, key, value, hs in zip(
+            topics, partitions, keys, values, headers, strict=False
+        )
+    ]
+
+
 def write_batches(
     options: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch]
 ) -> int:
