@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from moldau.testing.process import BrokerProcess
+from tests.cluster.conftest import make_cluster, zookeeper  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="session")

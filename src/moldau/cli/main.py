@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(sub)
-    for name in ("topics", "produce", "consume", "groups"):
+    for name in ("topics", "produce", "consume", "groups", "pipeline"):
         module = _tool(name)
         if module is not None:
             module.add_parser(sub)
