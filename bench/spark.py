@@ -10,7 +10,9 @@ partitions. Each round measures, in rows/s:
   as Arrow batches, into `noop` (what the Python Data Source API itself allows);
 - batch write: `spark.range(N)` as 100-byte values written with `format("moldau")`;
 - stream copy: `readStream.format("moldau")` to `writeStream.format("moldau")`
-  (Trigger.AvailableNow), every record read and written again.
+  (Trigger.AvailableNow), every record read and written again;
+- stream write: Spark's rate-micro-batch source written with
+  `writeStream.format("moldau")`, five batches of N/5 rows.
 
     .venv/bin/python bench/spark.py                   # 5,000,000 records, 2 rounds
     .venv/bin/python bench/spark.py --records 500000  # a short run
@@ -100,6 +102,7 @@ def spark_session() -> Any:
         SparkSession.builder.master("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "4g")
         .getOrCreate()
     )
@@ -122,22 +125,23 @@ def register_ceiling(spark: Any, n: int) -> None:
             return [InputPartition(p) for p in range(PARTITIONS)]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            # One batch made once and sent again and again: no per-row work at all.
             schema = arrow_schema(False)
-            step = 8192
-            for lo in range(0, per_partition, step):
-                k = min(step, per_partition - lo)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()),
-                        pa.array([VALUE] * k, pa.binary()),
-                        pa.repeat(pa.scalar("t", pa.string()), k),
-                        pa.repeat(pa.scalar(partition.value, pa.int32()), k),
-                        pa.array(range(lo, lo + k), pa.int64()),
-                        pa.repeat(pa.scalar(0, schema.field("timestamp").type), k),
-                        pa.repeat(pa.scalar(0, pa.int32()), k),
-                    ],
-                    schema=schema,
-                )
+            k = 8192
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.array([b"k%09d" % i for i in range(k)], pa.binary()),
+                    pa.array([VALUE] * k, pa.binary()),
+                    pa.repeat(pa.scalar("t", pa.string()), k),
+                    pa.repeat(pa.scalar(partition.value, pa.int32()), k),
+                    pa.array(range(k), pa.int64()),
+                    pa.repeat(pa.scalar(0, schema.field("timestamp").type), k),
+                    pa.repeat(pa.scalar(0, pa.int32()), k),
+                ],
+                schema=schema,
+            )
+            for lo in range(0, per_partition, k):
+                yield batch.slice(0, min(k, per_partition - lo))
 
     class Ceiling(DataSource):
         @classmethod
@@ -209,6 +213,39 @@ def stream_copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: 
         raise RuntimeError(str(query.exception()))
 
 
+def stream_write(spark: Any, bootstrap: str, sink: str, checkpoint: str, rows: int) -> float:
+    """Spark's rate-micro-batch source (no reading from Kafka) written with
+    writeStream.format("moldau"): rows/s over the batches' own execution times."""
+    per_batch = max(rows // 5, 1)
+    df = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", str(per_batch))
+        .option("numPartitions", str(PARTITIONS))
+        .load()
+        .selectExpr(
+            "cast(lpad(cast(value as string), 10, 'k') as binary) as key",
+            f"cast(repeat('x', {len(VALUE)}) as binary) as value",
+        )
+    )
+    query = (
+        df.writeStream.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    deadline = time.monotonic() + 600
+    while len(query.recentProgress) < 6 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
+    # The first batch also starts the query; count the five after it.
+    done = [p for p in query.recentProgress if p["numInputRows"] > 0][1:6]
+    written = sum(p["numInputRows"] for p in done)
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in done) / 1000
+    return written / seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=5_000_000)
@@ -233,6 +270,7 @@ def main() -> None:
             sink, copy = f"written-{r}", f"copied-{r}"
             create_topic(bootstrap, sink, PARTITIONS)
             create_topic(bootstrap, copy, PARTITIONS)
+            create_topic(bootstrap, f"streamed-{r}", PARTITIONS)
             checkpoint = str(work / f"checkpoint-{r}")
             rates = {
                 "plain confluent-kafka loop": plain_loop(bootstrap, "records", n),
@@ -241,6 +279,9 @@ def main() -> None:
                 "batch write (spark.range)": timed(n, batch_write, spark, bootstrap, sink, n),
                 "stream copy (read + write)": timed(
                     n, stream_copy, spark, bootstrap, "records", copy, checkpoint
+                ),
+                "stream write (rate-micro-batch)": stream_write(
+                    spark, bootstrap, f"streamed-{r}", f"{checkpoint}-rate", n
                 ),
             }
             for name, rate in rates.items():

@@ -201,26 +201,39 @@ def test_a_topic_that_does_not_exist_reads_as_empty(
         ({"subscribe": "a", "assign": '{"a":[0]}'}, "Only one of the following options"),
         ({"subscribe": "a", "subscribePattern": "a.*"}, "subscribePattern"),
         ({}, "One of the following options must be specified"),
-        ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
+        ({"subscribe": "a", "kafka.group.id": "g"}, r"kafka\.group\.id"),
         ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
-        ({"subscribe": "a", "startingOffsets": "latest"}, "startingOffsets"),
-        ({"subscribe": "a", "endingOffsets": "earliest"}, "endingOffsets"),
-        ({"subscribe": "a", "startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets"),
-        ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "endingOffsets"),
         ({"subscribe": "a", "startingOffsets": "{not json"}, "startingOffsets"),
         ({"subscribe": "a", "minPartitions": "0"}, "minPartitions"),
-        ({"subscribe": "a", "maxOffsetsPerTrigger": "10"}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failondataloss"),
         ({"subscribe": "a", "startingOffsetz": "earliest"}, "startingoffsetz"),
         ({"assign": "[0, 1]"}, "assign"),
         ({"subscribePattern": "("}, "subscribePattern"),
+        ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "endingOffsets"),
+        ({"subscribe": "a", "endingOffsets": "earliest"}, "endingOffsets"),
     ],
 )
-def test_bad_options_fail_at_once_naming_the_option(
+def test_bad_options_fail_at_load_naming_the_option(
     spark: Any, bootstrap: str, options: dict[str, str], message: str
 ) -> None:
     with pytest.raises(Exception, match=message):
-        read(spark, bootstrap, **options).count()
+        read(spark, bootstrap, **options)  # load(), before any action
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"subscribe": "a", "startingOffsets": "latest"}, "startingOffsets"),
+        ({"subscribe": "a", "startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "10"}, "maxOffsetsPerTrigger"),
+    ],
+)
+def test_options_wrong_for_a_batch_read_fail_when_it_runs(
+    spark: Any, bootstrap: str, options: dict[str, str], message: str
+) -> None:
+    df = read(spark, bootstrap, **options)  # right for a stream, so load() takes them
+    with pytest.raises(Exception, match=message):
+        df.count()
 
 
 def test_missing_bootstrap_servers_is_named(spark: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -24,8 +25,9 @@ from moldau.spark.schema import arrow_schema
 
 log = logging.getLogger(__name__)
 
-#: Messages taken from the client per call, and so the most rows in one batch.
-_BATCH = 8192
+#: Messages taken from the client per call, and so the most rows in one batch:
+#: 20,000 read fastest (bench/spark.py; 8,192 gave half the rate).
+_BATCH = 20_000
 #: One wait for messages (s): short, so that a stalled read notices its deadline.
 _POLL_S = 0.5
 
@@ -41,6 +43,8 @@ CONSUMER_DEFAULTS = {
     "queued.min.messages": "1000000",
 }
 
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 #: Errors that mean the partition is gone: its topic was deleted.
 _GONE = frozenset(
@@ -188,7 +192,7 @@ def _to_batch(
     include_headers: bool,
 ) -> pa.RecordBatch:
     n = len(messages)
-    types, millis = zip(*map(Message.timestamp, messages), strict=True)
+    stamps = list(map(Message.timestamp, messages))  # (type, ms) pairs
     columns = [
         pa.array(list(map(Message.key, messages)), pa.binary()),
         pa.array(list(map(Message.value, messages)), pa.binary()),
@@ -197,8 +201,10 @@ def _to_batch(
         pa.array(offsets, pa.int64()),
         # librdkafka gives ms; Spark's timestamps are µs. Its timestamp types are
         # 1 (CreateTime) and 2 (LogAppendTime); Kafka's ids, which Spark shows, are 0 and 1.
-        pc.multiply(pa.array(millis, pa.int64()), 1000).view(schema.field("timestamp").type),
-        pc.subtract(pa.array(types, pa.int32()), pa.scalar(1, pa.int32())),
+        pc.multiply(pa.array(list(map(_SECOND, stamps)), pa.int64()), 1000).view(
+            schema.field("timestamp").type
+        ),
+        pc.subtract(pa.array(list(map(_FIRST, stamps)), pa.int32()), pa.scalar(1, pa.int32())),
     ]
     if include_headers:
         columns.append(pa.array(list(map(Message.headers, messages)), schema.field("headers").type))

@@ -72,8 +72,14 @@ class MoldauDataSource(DataSource):
         return "moldau"
 
     def schema(self) -> StructType:
-        raw = {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")
-        return source_schema(str(raw).strip().lower() == "true")
+        # Spark asks for the schema at load(): check the options there, as Spark's
+        # connector does. Whether the read is a batch or a stream is not known yet,
+        # so what is wrong for one of them only is caught when the query starts.
+        try:
+            options = parse_read_options(self.options, streaming=False)
+        except InvalidOptionError:
+            options = parse_read_options(self.options, streaming=True)
+        return source_schema(options.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return MoldauBatchReader(parse_read_options(self.options, streaming=False))
