@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -357,20 +358,45 @@ def test_acks_1_may_lose_what_the_dead_leader_alone_had(
     assert late == []
 
 
-def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_replica(
-    make_cluster: MakeCluster, topic_name: str
-) -> None:
-    """The only ISR member dies after the other replica fell behind: the partition
-    stays without a leader (nothing acknowledged is given up) until the topic's
-    unclean.leader.election.enable is switched on at run time; then the stale
-    replica leads, and what only the dead one had is lost, as on Kafka."""
-    from confluent_kafka.admin import (
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
+@dataclass
+class StaleReplica:
+    """A partition whose only ISR member died after the other replica fell behind:
+    no leader, and nothing acknowledged given up, until an unclean election."""
 
+    cluster: Cluster
+    topic: str
+    follower: int
+    survivors: str
+    early: list[bytes]
+
+    def produce(self, values: list[bytes]) -> list[int]:
+        offsets: list[int] = []
+        p = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all",
+                      "message.timeout.ms": 20_000})  # fmt: skip
+
+        def done(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                offsets.append(msg.offset())
+
+        for v in values:
+            p.produce(self.topic, v, partition=0, on_delivery=done)
+        p.flush(30)
+        return offsets
+
+    def unclean_leader_came(self) -> None:
+        """The stale replica leads; what only the dead one had is lost, as on Kafka."""
+        assert wait_for(
+            lambda: (
+                partitions(self.survivors, self.topic)[0][:3:2] == (self.follower, [self.follower])
+            ),
+            30,
+        )
+        assert self.produce([b"after"]) == [10]
+        got = confluent_consume(self.survivors, self.topic, 11)
+        assert [v for _, _, _, v, _ in got] == [*self.early, b"after"]
+
+
+def stale_replica(make_cluster: MakeCluster, topic_name: str) -> StaleReplica:
     cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     # Replicas away from the controller, which takes a dead broker out of the ISR
@@ -387,45 +413,40 @@ def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_rep
     assert wait_for(
         lambda: partitions(cluster.bootstrap, topic_name)[0][2] == sorted([leader, follower]), 20
     )
-
-    def produce(values: list[bytes]) -> list[int]:
-        offsets: list[int] = []
-        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                      "message.timeout.ms": 20_000})  # fmt: skip
-
-        def done(err: KafkaError | None, msg: Any) -> None:
-            if err is None:
-                offsets.append(msg.offset())
-
-        for v in values:
-            p.produce(topic_name, v, partition=0, on_delivery=done)
-        p.flush(30)
-        return offsets
-
-    early = [b"early-%d" % i for i in range(10)]
-    assert produce(early) == list(range(10))
+    survivors = ",".join(cluster.brokers[b].bootstrap for b in (controller, follower))
+    s = StaleReplica(cluster, topic_name, follower, survivors, [b"early-%d" % i for i in range(10)])
+    assert s.produce(s.early) == list(range(10))
     cluster.kill(follower)
     assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [leader], 30)
-    assert produce([b"late-%d" % i for i in range(5)]) == list(range(10, 15))
+    assert s.produce([b"late-%d" % i for i in range(5)]) == list(range(10, 15))
     cluster.kill(leader)
-    survivors = ",".join(cluster.brokers[b].bootstrap for b in (controller, follower))
     assert wait_for(lambda: partitions(survivors, topic_name)[0][0] == -1, 30)
     cluster.restart(follower)
     # Unclean election is off: no leader, however long we wait.
     assert not wait_for(lambda: partitions(survivors, topic_name)[0][0] != -1, 5)
+    return s
 
+
+def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_replica(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """Switching the topic's unclean.leader.election.enable on at run time makes
+    the controller elect the stale replica."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    s = stale_replica(make_cluster, topic_name)
     entry = ConfigEntry(
         "unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET
     )
     resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[entry])
-    survivors_admin = AdminClient({"bootstrap.servers": survivors})
+    survivors_admin = AdminClient({"bootstrap.servers": s.survivors})
     survivors_admin.incremental_alter_configs([resource])[resource].result(timeout=30)
-    assert wait_for(
-        lambda: partitions(survivors, topic_name)[0][:3:2] == (follower, [follower]), 30
-    )
-    assert produce([b"after"]) == [10]
-    got = confluent_consume(survivors, topic_name, 11)
-    assert [v for _, _, _, v, _ in got] == [*early, b"after"]
+    s.unclean_leader_came()
 
 
 def test_pipelined_acks_all_produces_are_answered_in_order(

@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(sub)
-    for name in ("topics", "produce", "consume", "groups", "pipeline"):
+    for name in ("topics", "produce", "consume", "groups", "leader-election", "pipeline"):
         module = _tool(name)
         if module is not None:
             module.add_parser(sub)
@@ -32,9 +32,10 @@ def _tool(name: str) -> Any:
     import importlib
 
     try:
-        return importlib.import_module(f"moldau.cli.{name}")
+        module = name.replace("-", "_")
+        return importlib.import_module(f"moldau.cli.{module}")
     except ModuleNotFoundError as e:
-        if e.name == f"moldau.cli.{name}":
+        if e.name == f"moldau.cli.{module}":
             return None
         raise
 

@@ -24,6 +24,7 @@ from moldau.controller.events import (
     BrokerChange,
     ControllerChange,
     ControllerEvent,
+    ElectLeadersRequested,
     LeaderAndIsrResponseReceived,
     LogDirEventNotification,
     PartitionModifications,
@@ -33,7 +34,7 @@ from moldau.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
     TopicUncleanLeaderElectionEnable,
 )
-from moldau.controller.partition_state_machine import PartitionStateMachine
+from moldau.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
 from moldau.metadata.client import ControllerMovedError, MetadataClient
@@ -51,6 +52,10 @@ from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
+
+
+class NotControllerError(Exception):
+    """This broker is not the active controller."""
 
 
 class Controller:
@@ -126,6 +131,8 @@ class Controller:
         if not self.is_active:
             if isinstance(event, AlterPartitionReceived) and not event.answer.done():
                 event.answer.set_result((ErrorCode.not_controller, ()))
+            if isinstance(event, ElectLeadersRequested) and not event.answer.done():
+                event.answer.set_exception(NotControllerError())
             return
         if isinstance(event, BrokerChange):
             await self._process_broker_change()
@@ -143,6 +150,8 @@ class Controller:
             await self._process_leader_and_isr_response(event.broker_id, event.response)
         elif isinstance(event, AlterPartitionReceived):
             await self._process_alter_partition(event)
+        elif isinstance(event, ElectLeadersRequested):
+            await self._process_elect_leaders(event)
         elif isinstance(event, TopicUncleanLeaderElectionEnable):
             # Partitions left without a leader may now take any live replica.
             log.info("controller %d: unclean leader election enabled for %s", self.broker_id,
@@ -345,6 +354,68 @@ class Controller:
         )
         self.enqueue(AlterPartitionReceived(broker_id, broker_epoch, items, answer))
         return await answer
+
+    # -- leader elections on demand (ElectLeaders) ---------------------------------------
+
+    async def elect_leaders(
+        self, unclean: bool, partitions: tuple[TopicPartition, ...] | None
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Each partition's outcome, once the event queue has processed the request.
+        Raises NotControllerError on a broker that is not the active controller."""
+        if not self.is_active:
+            raise NotControllerError()
+        answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.enqueue(ElectLeadersRequested(unclean, partitions, answer))
+        return await answer
+
+    async def _process_elect_leaders(self, event: ElectLeadersRequested) -> None:
+        """Kafka's processReplicaLeaderElection: PREFERRED moves leadership to the
+        first replica of the assignment where it is live and in the ISR; UNCLEAN
+        elects any live replica for a partition that has no leader."""
+        ctx = self.ctx
+        wanted = ctx.all_partitions() if event.partitions is None else sorted(set(event.partitions))
+        results: dict[TopicPartition, ErrorCode] = {}
+        to_elect = []
+        for tp in wanted:
+            leadership = ctx.leadership.get(tp)
+            if tp not in ctx.assignments or ctx.is_topic_queued_for_deletion(tp.topic):
+                results[tp] = ErrorCode.unknown_topic_or_partition
+            elif leadership is None:
+                results[tp] = (
+                    ErrorCode.eligible_leaders_not_available
+                    if event.unclean
+                    else ErrorCode.preferred_leader_not_available
+                )
+            elif event.unclean:
+                leader = leadership.leader_and_isr.leader
+                if ctx.is_replica_online(leader, tp):
+                    results[tp] = ErrorCode.election_not_needed
+                else:
+                    to_elect.append(tp)
+            elif leadership.leader_and_isr.leader == ctx.assignments[tp][0]:
+                results[tp] = ErrorCode.election_not_needed
+            else:
+                to_elect.append(tp)
+        try:
+            strategy = ElectionStrategy.UNCLEAN if event.unclean else ElectionStrategy.PREFERRED
+            elected = await self.partition_sm.handle_state_changes(
+                to_elect, PartitionState.ONLINE, strategy
+            )
+            failed = (
+                ErrorCode.eligible_leaders_not_available
+                if event.unclean
+                else ErrorCode.preferred_leader_not_available
+            )
+            for tp in to_elect:
+                results[tp] = ErrorCode.none if elected.get(tp) is not None else failed
+            self.batch.send()
+        finally:
+            if not event.answer.done():
+                for tp in wanted:
+                    results.setdefault(tp, ErrorCode.unknown_server_error)
+                event.answer.set_result(results)
 
     async def _process_alter_partition(self, event: AlterPartitionReceived) -> None:
         """Kafka's processAlterPartition (ZooKeeper mode): each proposal is checked

@@ -13,6 +13,7 @@ from moldau.protocol.control import (
     StopReplicaResponse,
 )
 from moldau.protocol.errors import ErrorCode
+from moldau.storage.partition_name import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,17 @@ class AlterPartitionReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class ElectLeadersRequested:
+    """ElectLeaders (43): elect the preferred replica (PREFERRED) or, where a
+    partition has no leader, any live replica (UNCLEAN); `partitions` None means
+    every partition. `answer` gets each partition's error."""
+
+    unclean: bool
+    partitions: tuple[TopicPartition, ...] | None
+    answer: asyncio.Future[dict[TopicPartition, ErrorCode]]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
     response: StopReplicaResponse
@@ -92,4 +104,5 @@ ControllerEvent = (
     | LogDirEventNotification
     | LeaderAndIsrResponseReceived
     | AlterPartitionReceived
+    | ElectLeadersRequested
 )

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 class ElectionStrategy(Enum):
     OFFLINE = "offline"
+    #: The offline election with unclean election allowed whatever the topic's
+    #: config says (ElectLeaders UNCLEAN, Kafka's allowUnclean).
+    UNCLEAN = "unclean"
     REASSIGN = "reassign"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
@@ -131,10 +134,11 @@ class PartitionStateMachine:
         live = [r for r in assignment if self.ctx.is_replica_online(r, tp)]
         isr = [r for r in li.isr if r in live]
         leader: int | None
-        if strategy == ElectionStrategy.OFFLINE:
-            leader = offline_partition_leader_election(
-                assignment, isr, live, await self.unclean_election_enabled(tp.topic)
+        if strategy in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):
+            unclean = strategy == ElectionStrategy.UNCLEAN or await self.unclean_election_enabled(
+                tp.topic
             )
+            leader = offline_partition_leader_election(assignment, isr, live, unclean)
             if leader is not None and leader not in isr:
                 log.warning("unclean leader election of %s: %d was not in the ISR", tp, leader)
                 isr = [leader]

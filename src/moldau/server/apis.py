@@ -35,6 +35,7 @@ from moldau.server.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from moldau.server.handlers.control import handle_control
+from moldau.server.handlers.elect_leaders import handle_elect_leaders
 from moldau.server.handlers.fetch import handle_fetch
 from moldau.server.handlers.groups import (
     handle_delete_groups,
@@ -101,6 +102,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ALTER_PARTITION: handle_alter_partition,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
 }
 
 # Advertise only what has a handler.
