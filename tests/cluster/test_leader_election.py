@@ -121,3 +121,31 @@ def test_unclean_election_on_demand_elects_a_stale_replica(
         f"Successfully completed leader election (UNCLEAN) for partitions {topic_name}-0\n"
     )
     s.unclean_leader_came()
+
+
+def test_auto_leader_rebalance_gives_leadership_back_by_itself(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    cluster = make_cluster(
+        3,
+        **{
+            "auto.leader.rebalance.enable": "true",
+            "leader.imbalance.check.interval.seconds": "1",
+            "leader.imbalance.per.broker.percentage": "10",
+        },
+    )
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(
+        topic_name, num_partitions=3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    )
+    admin.create_topics([new])[topic_name].result(timeout=30)
+
+    def leaders() -> list[int]:
+        return [leader for leader, _, _ in partitions(cluster.bootstrap, topic_name).values()]
+
+    assert wait_for(lambda: leaders() == [1, 2, 3], 30)
+    assert cluster.stop(1) == 0
+    assert wait_for(lambda: leaders()[0] not in (1, -1), 30)
+    cluster.restart(1)
+    # Once broker 1 is back in the ISR, the next check (every second) elects it.
+    assert wait_for(lambda: leaders() == [1, 2, 3], 30), leaders()

@@ -152,6 +152,14 @@ BROKER_CONFIG = ConfigDef(
                   "Bytes of requests queued per connection before reading pauses (-1: 100 MiB)."),
         ConfigKey("controlled.shutdown.enable", T.BOOLEAN, True, I.MEDIUM,
                   "Move leadership away before shutting down."),
+        ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True, I.HIGH,
+                  "The controller moves leadership back to preferred replicas when a "
+                  "broker's share of partitions led by another exceeds the imbalance."),
+        ConfigKey("leader.imbalance.per.broker.percentage", T.INT, 10, I.HIGH,
+                  "The share (%) of a broker's preferred partitions led elsewhere that "
+                  "triggers a rebalance.", at_least(0)),
+        ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300, I.HIGH,
+                  "How often the controller checks the leader imbalance.", at_least(1)),
         ConfigKey("cluster.id", T.STRING, None, I.LOW,
                   "Cluster id for a new embedded cluster (generated if unset)."),
         # Accepted so that a Kafka server.properties works; they tune threads Moldau

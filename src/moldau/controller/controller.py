@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 from moldau.clock import Clock
 from moldau.controller.channel import (
@@ -21,6 +22,7 @@ from moldau.controller.channel import (
 from moldau.controller.context import ControllerContext, PartitionReplica
 from moldau.controller.events import (
     AlterPartitionReceived,
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControllerChange,
     ControllerEvent,
@@ -35,6 +37,7 @@ from moldau.controller.events import (
     TopicUncleanLeaderElectionEnable,
 )
 from moldau.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from moldau.controller.rebalance import partitions_to_rebalance
 from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
 from moldau.metadata.client import ControllerMovedError, MetadataClient
@@ -58,6 +61,14 @@ class NotControllerError(Exception):
     """This broker is not the active controller."""
 
 
+@dataclass(frozen=True)
+class LeaderRebalance:
+    """auto.leader.rebalance.enable's two settings."""
+
+    imbalance_percentage: int = 10
+    check_interval_s: float = 300.0
+
+
 class Controller:
     def __init__(
         self,
@@ -67,8 +78,10 @@ class Controller:
         clock: Clock,
         unclean_election_enabled: Callable[[str], Awaitable[bool]],
         delete_topic_enable: bool = True,
+        leader_rebalance: LeaderRebalance | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.leader_rebalance = leader_rebalance
         self.client = client
         self.clock = clock
         self.delete_topic_enable = delete_topic_enable
@@ -93,7 +106,16 @@ class Controller:
 
     async def start(self) -> None:
         self._tasks.spawn(self._run(), "events")
+        if self.leader_rebalance is not None:
+            self._tasks.spawn(self._leader_imbalance_timer(), "leader-imbalance-check")
         self.enqueue(Startup())
+
+    async def _leader_imbalance_timer(self) -> None:
+        assert self.leader_rebalance is not None
+        while True:
+            await asyncio.sleep(self.leader_rebalance.check_interval_s)
+            if self.is_active:
+                self.enqueue(AutoPreferredReplicaLeaderElection())
 
     async def close(self) -> None:
         """Stop processing; the /controller node goes away with the store session."""
@@ -152,6 +174,8 @@ class Controller:
             await self._process_alter_partition(event)
         elif isinstance(event, ElectLeadersRequested):
             await self._process_elect_leaders(event)
+        elif isinstance(event, AutoPreferredReplicaLeaderElection):
+            await self._process_auto_preferred_election()
         elif isinstance(event, TopicUncleanLeaderElectionEnable):
             # Partitions left without a leader may now take any live replica.
             log.info("controller %d: unclean leader election enabled for %s", self.broker_id,
@@ -416,6 +440,27 @@ class Controller:
                 for tp in wanted:
                     results.setdefault(tp, ErrorCode.unknown_server_error)
                 event.answer.set_result(results)
+
+    async def _process_auto_preferred_election(self) -> None:
+        ctx = self.ctx
+        assert self.leader_rebalance is not None
+        candidates = partitions_to_rebalance(
+            ctx.assignments,
+            {tp: s.leader_and_isr.leader for tp, s in ctx.leadership.items()},
+            ctx.live_broker_ids - ctx.shutting_down_broker_ids,
+            ctx.topics_to_be_deleted,
+            self.leader_rebalance.imbalance_percentage,
+        )
+        if not candidates:
+            return
+        elected = await self.partition_sm.handle_state_changes(
+            candidates, PartitionState.ONLINE, ElectionStrategy.PREFERRED
+        )
+        self.batch.send()
+        log.info(
+            "controller %d: leader imbalance: preferred election of %d partitions, %d moved",
+            self.broker_id, len(candidates), sum(1 for v in elected.values() if v is not None),
+        )  # fmt: skip
 
     async def _process_alter_partition(self, event: AlterPartitionReceived) -> None:
         """Kafka's processAlterPartition (ZooKeeper mode): each proposal is checked

@@ -87,6 +87,11 @@ class ElectLeadersRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class AutoPreferredReplicaLeaderElection:
+    """The leader imbalance check is due (auto.leader.rebalance.enable)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
     response: StopReplicaResponse
@@ -105,4 +110,5 @@ ControllerEvent = (
     | LeaderAndIsrResponseReceived
     | AlterPartitionReceived
     | ElectLeadersRequested
+    | AutoPreferredReplicaLeaderElection
 )

@@ -17,7 +17,7 @@ from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.controller.admin import TopicAdmin
 from moldau.controller.channel import BrokerTransport, InProcessTransport
-from moldau.controller.controller import Controller
+from moldau.controller.controller import Controller, LeaderRebalance
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
@@ -167,6 +167,12 @@ class Broker:
             clock,
             self._unclean_election_enabled,
             config["delete.topic.enable"],
+            LeaderRebalance(
+                config["leader.imbalance.per.broker.percentage"],
+                float(config["leader.imbalance.check.interval.seconds"]),
+            )
+            if config["auto.leader.rebalance.enable"]
+            else None,
         )
         self.topic_configs.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
