@@ -1,10 +1,10 @@
-"""A broker's shutdown is bounded whatever ZooKeeper does: with ZooKeeper gone past
-every session's timeout while producers still write, SIGTERM stops each broker of
-the cluster within seconds, cleanly."""
+"""Shutting down a broker of a cluster: a controlled shutdown moves its leaderships
+first, and the whole shutdown is bounded whatever ZooKeeper does."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -15,16 +15,22 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
 from tests.cluster.test_replication import partitions
+from tests.integration.clients import confluent_consume
 
-#: The bound: controlled.shutdown.max.retries (3) x controlled.shutdown.retry.backoff.ms
-#: (5 s), as Kafka allows, plus a few seconds.
-BOUND_S = 20.0
+#: controlled.shutdown.max.retries and .retry.backoff.ms in the test, and the bound
+#: the issue asks for: tries x backoff, plus a few seconds.
+RETRIES, BACKOFF_MS = 3, 2000
+BOUND_S = RETRIES * BACKOFF_MS / 1000 + 4.0
 
 
 def test_sigterm_stops_every_broker_in_bounded_time_with_zookeeper_gone(
     tmp_path: Path, topic_name: str
 ) -> None:
-    with Cluster(tmp_path, brokers=3) as cluster:
+    overrides = {
+        "controlled.shutdown.max.retries": str(RETRIES),
+        "controlled.shutdown.retry.backoff.ms": str(BACKOFF_MS),
+    }
+    with Cluster(tmp_path, brokers=3, overrides=overrides) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         new = NewTopic(topic_name, 3, 3, config={"min.insync.replicas": "2"})
         admin.create_topics([new])[topic_name].result(timeout=30)
@@ -62,3 +68,78 @@ def test_sigterm_stops_every_broker_in_bounded_time_with_zookeeper_gone(
             writer.join(10)
         print("seconds to exit after SIGTERM:", took)
         assert all(t < BOUND_S for t in took.values()), took
+
+
+def test_controlled_shutdown_moves_leaders_before_the_broker_stops(
+    tmp_path: Path, topic_name: str
+) -> None:
+    """SIGTERM on a leader under acks=all load: the controller moves its leaderships
+    first, so the producer's longest wait for an acknowledgement is a metadata
+    refresh, not a session timeout; nothing acknowledged is lost."""
+    with Cluster(tmp_path, brokers=3) as cluster:
+        # A broker that is not the controller: its request goes over the wire.
+        controller = cluster.wait_for_controller()
+        victim = next(b for b in (1, 2, 3) if b != controller)
+        others = [b for b in (1, 2, 3) if b != victim]
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        new = NewTopic(
+            topic_name,
+            num_partitions=3,
+            replica_assignment=[
+                [victim, *others],
+                [*others, victim],
+                [others[1], victim, others[0]],
+            ],
+            config={"min.insync.replicas": "2"},
+        )
+        admin.create_topics([new])[topic_name].result(timeout=30)
+        assert wait_for(
+            lambda: all(
+                len(isr) == 3 for _, _, isr in partitions(cluster.bootstrap, topic_name).values()
+            ),
+            30,
+        )
+        acked: list[tuple[float, int, int]] = []  # (when, partition, offset)
+        stop = threading.Event()
+
+        def write() -> None:
+            p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1})
+
+            def done(err: object, msg: object) -> None:
+                if err is None:
+                    acked.append((time.monotonic(), msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+            deadline = time.monotonic() + 120
+            while not stop.is_set() and time.monotonic() < deadline:
+                with contextlib.suppress(BufferError):
+                    p.produce(topic_name, b"v", partition=0, on_delivery=done)
+                p.poll(0.002)
+            p.flush(10)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            assert wait_for(lambda: len(acked) > 200, 30)
+            sigterm = time.monotonic()
+            assert cluster.stop(victim) == 0  # the leader of partition 0
+            exited = time.monotonic() - sigterm
+            assert wait_for(lambda: any(t > sigterm + 2 for t, _, _ in acked), 30)
+        finally:
+            stop.set()
+            writer.join(15)
+        times = sorted(t for t, _, _ in acked if t > sigterm - 1)
+        longest = max(b - a for a, b in itertools.pairwise(times))
+        print(
+            f"broker exited {exited:.2f} s after SIGTERM; longest wait between acks {longest:.3f} s"
+        )
+        assert exited < 5
+        assert longest < 1.0
+        # Its leaderships had moved before it stopped serving (with the setting off,
+        # the failover comes from its ZooKeeper session closing instead).
+        log = cluster.brokers[victim].log_path.read_text()
+        assert f"broker {victim}: controlled shutdown done" in log
+        assert partitions(cluster.bootstrap, topic_name)[0][0] in others
+        offsets = sorted(o for _, p, o in acked if p == 0)
+        assert offsets == sorted(set(offsets))
+        got = confluent_consume(cluster.bootstrap, topic_name, offsets[-1] + 1, partition=0)
+        assert {o for _, o, _, _, _ in got} >= set(offsets)

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
+from moldau.protocol import controlled_shutdown
 from moldau.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from moldau.protocol.codec import (
     _KNOWN_VERSIONS,
@@ -46,8 +47,8 @@ def real_requests() -> list[bytes]:
     requests carrying a real batch."""
     out = []
     for key, (lo, hi) in SUPPORTED_VERSIONS.items():
-        if key in CONTROL_VERSIONS:  # no kio schema: our own codec's requests
-            continue
+        if key in CONTROL_VERSIONS or key == ApiKey.CONTROLLED_SHUTDOWN:
+            continue  # no kio schema: our own codec's requests
         for version in range(lo, hi + 1):
             cls = request_class(key, version)
             assert cls is not None
@@ -56,6 +57,10 @@ def real_requests() -> list[bytes]:
             out.append(frame_of(key, version, buf.getvalue()))
     for control in (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA):
         out.append(frame_of(*encode_request(control)))
+    out.append(
+        frame_of(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown.VERSION,
+                 controlled_shutdown.encode_request(2, 17))
+    )  # fmt: skip
     batch = build_batch([(b"k", b"v" * 50), (None, b"")])
     for version in (3, 9, 11):
         body = _produce_body(version, batch)
@@ -108,6 +113,8 @@ def decode_everything(frame: bytes) -> None:
             decode_produce_request(view, offset, header.api_version)
         elif header.api_key in CONTROL_VERSIONS:
             decode_control_request(header.api_key, header.api_version, Reader(view, offset))
+        elif header.api_key == ApiKey.CONTROLLED_SHUTDOWN:
+            controlled_shutdown.decode_request(Reader(view, offset))
         else:
             decode_request(header, view, offset)
     except DecodeError:
@@ -188,3 +195,10 @@ def test_framing_of_arbitrary_chunks_never_crashes(chunks: list[bytes]) -> None:
     except FrameError:
         pass
     assert decoder.buffered <= sum(len(c) for c in chunks)
+
+
+def test_controlled_shutdown_round_trips() -> None:
+    body = controlled_shutdown.encode_request(3, 1_234_567_890_123)
+    assert controlled_shutdown.decode_request(Reader(body)) == (3, 1_234_567_890_123)
+    answer = controlled_shutdown.encode_response(0, [("orders", 2), ("t", 0)])
+    assert controlled_shutdown.decode_response(Reader(answer)) == (0, [("orders", 2), ("t", 0)])

@@ -152,6 +152,11 @@ BROKER_CONFIG = ConfigDef(
                   "Bytes of requests queued per connection before reading pauses (-1: 100 MiB)."),
         ConfigKey("controlled.shutdown.enable", T.BOOLEAN, True, I.MEDIUM,
                   "Move leadership away before shutting down."),
+        ConfigKey("controlled.shutdown.max.retries", T.INT, 3, I.MEDIUM,
+                  "Tries of a controlled shutdown before the broker stops anyway.",
+                  at_least(1)),
+        ConfigKey("controlled.shutdown.retry.backoff.ms", T.LONG, 5000, I.MEDIUM,
+                  "Wait between tries of a controlled shutdown.", at_least(0)),
         ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True, I.HIGH,
                   "The controller moves leadership back to preferred replicas when a "
                   "broker's share of partitions led by another exceeds the imbalance."),

@@ -24,6 +24,7 @@ from moldau.controller.events import (
     AlterPartitionReceived,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
+    ControlledShutdownRequested,
     ControllerChange,
     ControllerEvent,
     ElectLeadersRequested,
@@ -153,7 +154,10 @@ class Controller:
         if not self.is_active:
             if isinstance(event, AlterPartitionReceived) and not event.answer.done():
                 event.answer.set_result((ErrorCode.not_controller, ()))
-            if isinstance(event, ElectLeadersRequested) and not event.answer.done():
+            if (
+                isinstance(event, ElectLeadersRequested | ControlledShutdownRequested)
+                and not event.answer.done()
+            ):
                 event.answer.set_exception(NotControllerError())
             return
         if isinstance(event, BrokerChange):
@@ -176,6 +180,8 @@ class Controller:
             await self._process_elect_leaders(event)
         elif isinstance(event, AutoPreferredReplicaLeaderElection):
             await self._process_auto_preferred_election()
+        elif isinstance(event, ControlledShutdownRequested):
+            await self._process_controlled_shutdown(event)
         elif isinstance(event, TopicUncleanLeaderElectionEnable):
             # Partitions left without a leader may now take any live replica.
             log.info("controller %d: unclean leader election enabled for %s", self.broker_id,
@@ -440,6 +446,64 @@ class Controller:
                 for tp in wanted:
                     results.setdefault(tp, ErrorCode.unknown_server_error)
                 event.answer.set_result(results)
+
+    # -- controlled shutdown -------------------------------------------------------------
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        """Move `broker_id`'s leaderships away before it stops. Returns the error and
+        the partitions it still leads (no other replica could take them). Raises
+        NotControllerError on a broker that is not the active controller."""
+        if not self.is_active:
+            raise NotControllerError()
+        answer: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.enqueue(ControlledShutdownRequested(broker_id, broker_epoch, answer))
+        return await answer
+
+    async def _process_controlled_shutdown(self, event: ControlledShutdownRequested) -> None:
+        """Kafka's doControlledShutdown: the broker's partitions with other replicas
+        elect a leader among the others (the controlled-shutdown election) where it
+        leads, and drop it from their ISR (OfflineReplica) where it follows."""
+        ctx = self.ctx
+        try:
+            registration = ctx.live_brokers.get(event.broker_id)
+            if registration is None:
+                event.answer.set_result((ErrorCode.broker_not_available, []))
+                return
+            if event.broker_epoch not in (-1, registration.epoch):
+                event.answer.set_result((ErrorCode.stale_broker_epoch, []))
+                return
+            ctx.shutting_down_broker_ids.add(event.broker_id)
+            log.info("controller %d: broker %d shuts down", self.broker_id, event.broker_id)
+            replicated = [
+                tp
+                for tp, replicas in sorted(ctx.assignments.items())
+                if event.broker_id in replicas
+                and len(replicas) > 1
+                and tp in ctx.leadership
+                and not ctx.is_topic_queued_for_deletion(tp.topic)
+            ]
+            led = [
+                tp
+                for tp in replicated
+                if ctx.leadership[tp].leader_and_isr.leader == event.broker_id
+            ]
+            followed = [tp for tp in replicated if tp not in frozenset(led)]
+            await self.partition_sm.handle_state_changes(
+                led, PartitionState.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN
+            )
+            await self.replica_sm.handle_state_changes(
+                [PartitionReplica(tp, event.broker_id) for tp in followed], ReplicaState.OFFLINE
+            )
+            self.batch.send()
+            remaining = ctx.partitions_led_by({event.broker_id})
+            event.answer.set_result((ErrorCode.none, remaining))
+        finally:
+            if not event.answer.done():
+                event.answer.set_result((ErrorCode.unknown_server_error, []))
 
     async def _process_auto_preferred_election(self) -> None:
         ctx = self.ctx

@@ -87,6 +87,16 @@ class ElectLeadersRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class ControlledShutdownRequested:
+    """ControlledShutdown (7): a broker about to stop asks for its leaderships to
+    move; `answer` gets the error and the partitions it still leads."""
+
+    broker_id: int
+    broker_epoch: int
+    answer: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]]
+
+
+@dataclass(frozen=True, slots=True)
 class AutoPreferredReplicaLeaderElection:
     """The leader imbalance check is due (auto.leader.rebalance.enable)."""
 
@@ -111,4 +121,5 @@ ControllerEvent = (
     | AlterPartitionReceived
     | ElectLeadersRequested
     | AutoPreferredReplicaLeaderElection
+    | ControlledShutdownRequested
 )

@@ -17,6 +17,7 @@ class ApiKey(IntEnum):
     LEADER_AND_ISR = 4
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -54,6 +55,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION: (2, 2),
     ApiKey.STOP_REPLICA: (3, 3),
     ApiKey.UPDATE_METADATA: (7, 7),
+    ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.OFFSET_FETCH: (1, 8),
     ApiKey.FIND_COORDINATOR: (0, 4),

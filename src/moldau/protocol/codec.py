@@ -87,8 +87,8 @@ def _response_class(api_key: int, api_version: int) -> type[ResponsePayload] | N
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
-    if api_key in CONTROL_VERSIONS:  # kio has no schemas for these; ours are flexible
-        return True
+    if api_key in CONTROL_VERSIONS or api_key == ApiKey.CONTROLLED_SHUTDOWN:
+        return True  # kio has no schemas for these; the versions we speak are flexible
     versions = _KNOWN_VERSIONS.get(api_key)
     if not versions:
         return False

@@ -35,6 +35,7 @@ from moldau.server.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from moldau.server.handlers.control import handle_control
+from moldau.server.handlers.controlled_shutdown import handle_controlled_shutdown
 from moldau.server.handlers.elect_leaders import handle_elect_leaders
 from moldau.server.handlers.fetch import handle_fetch
 from moldau.server.handlers.groups import (
@@ -103,6 +104,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_PARTITION: handle_alter_partition,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
 }
 
 # Advertise only what has a handler.

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore, StoreError, WatchedEvent
 from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
 from moldau.protocol import alter_partition as ap
+from moldau.protocol import controlled_shutdown
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import encode_body
 from moldau.protocol.control import (
@@ -37,6 +39,7 @@ from moldau.protocol.control import (
     UpdateMetadataResponse,
 )
 from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
+from moldau.protocol.wire import Reader
 from moldau.replication.fetcher import FetcherConfig
 from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.replica_manager import ReplicaManager
@@ -506,8 +509,62 @@ class Broker:
 
     # -- shutdown ------------------------------------------------------------------------
 
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships to other replicas, as
+        Kafka's broker does, so that clients switch at their next metadata refresh
+        rather than after a session timeout. Bounded: after
+        controlled.shutdown.max.retries tries it stops anyway."""
+        tries = self.config["controlled.shutdown.max.retries"]
+        # Each try gets one backoff period, whether it fails fast or hangs (a
+        # controller waiting on a ZooKeeper that is gone): tries x backoff in all.
+        period_s = max(self.config["controlled.shutdown.retry.backoff.ms"] / 1000, 1.0)
+        for attempt in range(1, tries + 1):
+            deadline = time.monotonic() + period_s
+            try:
+                error, remaining = await asyncio.wait_for(
+                    self._send_controlled_shutdown(), period_s
+                )
+            except (ConnectionError, OSError, TimeoutError) as e:
+                log.warning(
+                    "broker %d: controlled shutdown try %d: %s",
+                    self.broker_id, attempt, e or type(e).__name__,
+                )  # fmt: skip
+            else:
+                if error == ErrorCode.none and not remaining:
+                    log.info("broker %d: controlled shutdown done", self.broker_id)
+                    return
+                log.warning(
+                    "broker %d: controlled shutdown try %d: %s, still leading %d partitions",
+                    self.broker_id, attempt, error.name, len(remaining),
+                )  # fmt: skip
+            if attempt < tries:
+                await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+        log.warning(
+            "broker %d: controlled shutdown did not finish after %d tries; shutting down anyway",
+            self.broker_id, tries,
+        )  # fmt: skip
+
+    async def _send_controlled_shutdown(self) -> tuple[ErrorCode, list[TopicPartition]]:
+        if self.controller.is_active:
+            return await self.controller.controlled_shutdown(self.broker_id, self.epoch)
+        controller_id = self.metadata_cache.controller_id
+        if controller_id is None or controller_id == self.broker_id:
+            raise ConnectionError("no active controller known")
+        body = await self.controller_link.request(
+            controller_id,
+            ApiKey.CONTROLLED_SHUTDOWN,
+            controlled_shutdown.VERSION,
+            controlled_shutdown.encode_request(self.broker_id, self.epoch),
+        )
+        code, remaining = controlled_shutdown.decode_response(Reader(body))
+        return ErrorCode(code), [TopicPartition(t, p) for t, p in remaining]
+
     async def shutdown(self) -> None:
-        """Stop serving, then flush and close every log (a clean shutdown)."""
+        """Move leaderships away (a controlled shutdown, in a cluster), stop serving,
+        then flush and close every log (a clean shutdown)."""
+        cluster = bool(self.config["zookeeper.connect"])
+        if self.started and cluster and self.config["controlled.shutdown.enable"]:
+            await self._controlled_shutdown()
         for server in self.servers:
             await server.stop()
         await self.tasks.close()
