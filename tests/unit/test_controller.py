@@ -209,6 +209,33 @@ def test_deleting_a_topic_stops_its_replicas_and_removes_its_znodes(tmp_path: Pa
     run(tmp_path, 2, body)
 
 
+def test_a_broker_in_controlled_shutdown_is_passed_over_by_other_elections(
+    tmp_path: Path,
+) -> None:
+    """Between its ControlledShutdown and its exit a broker is still registered, but
+    no new partition or preferred election makes it a leader or ISR member (Kafka's
+    liveBrokerIds leave out the brokers shutting down)."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [3, 1, 2]})
+        controller = c.active()
+        epoch = controller.ctx.live_brokers[2].epoch
+        error, still_led = await controller.controlled_shutdown(2, epoch)
+        assert (error, still_led) == (ErrorCode.none, [])
+        await c.create_topic("new", {0: [2, 3], 1: [3, 2]})
+        for p in (0, 1):
+            state = await c.state("new", p)
+            assert (state.leader_and_isr.leader, state.leader_and_isr.isr) == (3, (3,))
+        results = await controller.elect_leaders(False, (TopicPartition("t", 0),))
+        assert results == {TopicPartition("t", 0): ErrorCode.election_not_needed}
+        await c.kill_broker(3)
+        state = await c.state("t", 0)
+        assert state.leader_and_isr.leader == 1
+        assert 2 not in state.leader_and_isr.isr
+
+    run(tmp_path, 3, body)
+
+
 def test_a_controller_whose_epoch_was_taken_writes_nothing_more_in_it(tmp_path: Path) -> None:
     async def body(c: Cluster) -> None:
         # Someone bumped the controller epoch behind the controller's back: its next

@@ -176,7 +176,7 @@ class ControllerBrokerRequestBatch:
                 tuple(replicas),
                 is_new=is_new,
             )
-        self.add_update_metadata(self.context.live_broker_ids, [tp])
+        self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, [tp])
 
     def add_stop_replica(
         self,
@@ -217,7 +217,7 @@ class ControllerBrokerRequestBatch:
                 li.isr,
                 li.partition_epoch,
                 tuple(replicas),
-                tuple(r for r in replicas if not ctx.is_replica_online(r, tp)),
+                tuple(r for r in replicas if not ctx.is_replica_online(r, tp, True)),
             )
 
     def send(self) -> None:

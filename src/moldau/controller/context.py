@@ -43,17 +43,25 @@ class ControllerContext:
 
     @property
     def live_broker_ids(self) -> set[int]:
-        return set(self.live_brokers)
+        """Registered brokers that are not in a controlled shutdown: those that may
+        lead or join an ISR (Kafka's liveBrokerIds)."""
+        return set(self.live_brokers) - self.shutting_down_broker_ids
 
     @property
     def live_or_shutting_down_broker_ids(self) -> set[int]:
+        """Every registered broker: those that still hear from the controller."""
         return set(self.live_brokers)
 
-    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
-        """Its broker is alive and its log directory is not offline."""
-        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(
-            broker_id, ()
-        )
+    def is_replica_online(
+        self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False
+    ) -> bool:
+        """Its broker is alive (and, unless asked, not shutting down) and its log
+        directory is not offline."""
+        if broker_id not in self.live_brokers:
+            return False
+        if not include_shutting_down and broker_id in self.shutting_down_broker_ids:
+            return False
+        return tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
     # -- topics and partitions -----------------------------------------------------------
 

@@ -276,7 +276,7 @@ class Controller:
         stale = await self.client.get_log_dir_events(self._on_log_dir_events)
         await self.client.delete_log_dir_events(sorted(stale), ctx.epoch_zk_version)
         # Every broker learns the whole cluster first.
-        self.batch.add_update_metadata(ctx.live_broker_ids, ctx.all_partitions())
+        self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, ctx.all_partitions())
         self.batch.send()
         await self.replica_sm.startup()
         self.partition_sm.startup()
@@ -327,7 +327,7 @@ class Controller:
         ctx = self.ctx
         for b in new:
             ctx.replicas_on_offline_dirs.pop(b, None)
-        self.batch.add_update_metadata(ctx.live_broker_ids - new, [])
+        self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids - new, [])
         self.batch.add_update_metadata(new, ctx.all_partitions())
         self.batch.send()
         replicas = [
@@ -368,7 +368,7 @@ class Controller:
             await self.replica_sm.handle_state_changes(deleting, ReplicaState.DELETION_INELIGIBLE)
             ctx.topics_ineligible_for_deletion |= {pr.tp.topic for pr in deleting}
         if not led:
-            self.batch.add_update_metadata(ctx.live_broker_ids, [])
+            self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
         self.batch.send()
 
     # -- ISR changes from leaders (AlterPartition) ---------------------------------------
@@ -511,7 +511,7 @@ class Controller:
         candidates = partitions_to_rebalance(
             ctx.assignments,
             {tp: s.leader_and_isr.leader for tp, s in ctx.leadership.items()},
-            ctx.live_broker_ids - ctx.shutting_down_broker_ids,
+            ctx.live_broker_ids,
             ctx.topics_to_be_deleted,
             self.leader_rebalance.imbalance_percentage,
         )
@@ -546,7 +546,7 @@ class Controller:
                     updated.append(tp)
         finally:
             if updated:
-                self.batch.add_update_metadata(ctx.live_broker_ids, updated)
+                self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, updated)
                 self.batch.send()
             if not event.answer.done():
                 results += [
@@ -578,12 +578,7 @@ class Controller:
         if item.partition_epoch != li.partition_epoch:
             return error(ErrorCode.invalid_update_version)
         assigned = ctx.assignments.get(tp, [])
-        if any(
-            r not in assigned
-            or not ctx.is_replica_online(r, tp)
-            or r in ctx.shutting_down_broker_ids
-            for r in item.new_isr
-        ):
+        if any(r not in assigned or not ctx.is_replica_online(r, tp) for r in item.new_isr):
             return error(ErrorCode.ineligible_replica)
         proposed = LeaderIsrAndControllerEpoch(li.new_isr(item.new_isr), ctx.epoch)
         try:
@@ -608,7 +603,7 @@ class Controller:
         KAFKA_STORAGE_ERRORs in its answer say which replicas are offline."""
         events = await self.client.get_log_dir_events(self._on_log_dir_events)
         try:
-            brokers = set(events.values()) & self.ctx.live_broker_ids
+            brokers = set(events.values()) & self.ctx.live_or_shutting_down_broker_ids
             if brokers:
                 log.info("log directory failure on brokers %s", sorted(brokers))
                 replicas = [
@@ -657,7 +652,7 @@ class Controller:
             ReplicaState.OFFLINE,
         )
         if not led:
-            self.batch.add_update_metadata(ctx.live_broker_ids, [])
+            self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
         self.batch.send()
 
     # -- topics --------------------------------------------------------------------------
@@ -750,7 +745,7 @@ class Controller:
         ctx = self.ctx
         partitions = ctx.partitions_for_topic(topic)
         # Brokers drop the topic from their metadata first (leader LeaderDuringDelete).
-        self.batch.add_update_metadata(ctx.live_broker_ids, partitions)
+        self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, partitions)
         self.batch.send()
         replicas = ctx.replicas_for_topic(topic)
         dead = [pr for pr in replicas if not ctx.is_replica_online(pr.replica, pr.tp)]

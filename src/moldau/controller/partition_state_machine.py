@@ -131,7 +131,10 @@ class PartitionStateMachine:
             return None
         li = leadership.leader_and_isr
         assignment = self.ctx.assignments.get(tp, [])
-        live = [r for r in assignment if self.ctx.is_replica_online(r, tp)]
+        # Only a controlled shutdown's election counts the brokers leaving as live
+        # (to tell them); the others pass them over (Kafka's includeShuttingDownBrokers).
+        controlled = strategy == ElectionStrategy.CONTROLLED_SHUTDOWN
+        live = [r for r in assignment if self.ctx.is_replica_online(r, tp, controlled)]
         isr = [r for r in li.isr if r in live]
         leader: int | None
         if strategy in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):

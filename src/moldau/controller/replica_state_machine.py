@@ -34,7 +34,7 @@ class ReplicaStateMachine:
         for tp, replicas in self.ctx.assignments.items():
             for r in replicas:
                 pr = PartitionReplica(tp, r)
-                if self.ctx.is_replica_online(r, tp):
+                if self.ctx.is_replica_online(r, tp, include_shutting_down=True):
                     self.ctx.replica_states[pr] = ReplicaState.ONLINE
                     online.append(pr)
                 elif self.ctx.is_topic_queued_for_deletion(tp.topic):
@@ -88,10 +88,12 @@ class ReplicaStateMachine:
                 updated = await self._remove_from_isr(pr, leadership)
                 if updated is not None and not self.ctx.is_topic_queued_for_deletion(tp.topic):
                     others = {
-                        r for r in assignment if r != replica and self.ctx.is_replica_online(r, tp)
+                        r
+                        for r in assignment
+                        if r != replica and self.ctx.is_replica_online(r, tp, True)
                     }
                     self.batch.add_leader_and_isr(others, tp, updated, assignment, is_new=False)
-            self.batch.add_update_metadata(self.ctx.live_broker_ids, [tp])
+            self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, [tp])
         elif target == ReplicaState.DELETION_STARTED:
             self.batch.add_stop_replica({replica}, tp, delete_partition=True, callback=callback)
         elif target == ReplicaState.NON_EXISTENT:
