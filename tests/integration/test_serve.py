@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.testing.process import BrokerProcess
+from moldau.testing.process import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +71,10 @@ def test_it_accepts_connections_soon_after_start(tmp_path: Path) -> None:
         (["--config", "/nonexistent/server.properties"], "does not exist"),
         (["--override", "listeners=SSL://:9093"], "PLAINTEXT"),
         (["--port", "70000"], "not a valid port"),
+        (["--brokers", "0"], "--brokers must be 1 or more"),
+        (["--brokers", "3", "--override", "zookeeper.connect=localhost:2181"], "zookeeper.connect"),
+        (["--brokers", "3", "--override", "broker.id=7"], "broker.id"),
+        (["--brokers", "3", "--port", "65534"], "not all valid ports"),
     ],
 )
 def test_user_mistakes_are_one_line_and_a_non_zero_exit(
@@ -96,3 +100,49 @@ def test_a_port_in_use_is_reported_plainly(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "moldau serve:" in result.stderr and str(port) in result.stderr
+
+
+def test_brokers_3_is_a_replicated_cluster_in_one_process(tmp_path: Path) -> None:
+    """`--brokers 3`: three brokers on their own ports, an RF 3 topic with a full
+    ISR, acks=all writes read back, SIGTERM stops them all; the data dir then
+    belongs to a cluster and a single broker refuses it."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    data = tmp_path / "data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "serve", "--brokers", "3", "--host", "127.0.0.1",
+         "--port", "0", "--data-dir", str(data), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        addresses = [proc.stdout.readline().split(" listening on ")[1].split()[0] for _ in range(3)]
+        assert len(set(addresses)) == 3
+        bootstrap = ",".join(addresses)
+        admin = AdminClient({"bootstrap.servers": addresses[2]})
+        admin.create_topics([NewTopic("t", 3, 3)])["t"].result(timeout=30)
+
+        def isrs_full() -> bool:
+            md = admin.list_topics("t", timeout=5).topics["t"]
+            return len(md.partitions) == 3 and all(len(p.isrs) == 3 for p in md.partitions.values())
+
+        assert wait_for(isrs_full, timeout=20)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        for i in range(300):
+            producer.produce("t", value=b"%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
+        for broker_id in (1, 2, 3):
+            logs = sorted(p.name for p in (data / f"broker-{broker_id}").glob("t-*"))
+            assert logs == ["t-0", "t-1", "t-2"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        proc.kill()
+        proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    result = serve("--data-dir", str(data), "--port", "0")
+    assert result.returncode != 0 and "--brokers" in result.stderr

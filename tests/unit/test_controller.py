@@ -177,6 +177,26 @@ def test_partitions_of_a_dead_leader_move_to_the_next_isr_member(tmp_path: Path)
     run(tmp_path, 3, body)
 
 
+def test_a_controller_taking_over_from_a_dead_one_takes_its_replicas_out_of_the_isrs(
+    tmp_path: Path,
+) -> None:
+    """The controller's broker dies: the next controller finds broker 1 gone when it
+    starts, and shrinks the ISRs it was in at once rather than leave acks=all
+    writes waiting for replica.lag.time.max.ms (Kafka's ReplicaStateMachine.startup)."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3], 1: [1, 3, 2]})
+        assert c.active().broker_id == 1
+        await c.kill_broker(1)
+        assert c.active().broker_id in (2, 3)
+        followed = await c.state("t", 0)
+        assert (followed.leader_and_isr.leader, set(followed.leader_and_isr.isr)) == (2, {2, 3})
+        led = await c.state("t", 1)
+        assert (led.leader_and_isr.leader, set(led.leader_and_isr.isr)) == (3, {2, 3})
+
+    run(tmp_path, 3, body)
+
+
 def test_without_a_live_isr_member_the_partition_stays_offline_unless_unclean(
     tmp_path: Path,
 ) -> None:

@@ -25,6 +25,14 @@ def add_parser(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="set a broker property (repeatable), as kafka-server-start's --override",
     )
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run brokers 1..N in this process on ports port..port+N-1, each logging "
+        "under DATA_DIR/broker-<id>, replicating over sockets (embedded store only)",
+    )
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     p.set_defaults(run=run)
 
@@ -53,9 +61,54 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         props["log.dirs"] = str(args.data_dir)
     elif "log.dirs" not in props and "log.dir" not in props:
         props["log.dirs"] = "./data"
-    if "broker.id" not in props and "node.id" not in props:
-        props["broker.id"] = "1"
     return props
+
+
+def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, str]]:
+    """Each broker's properties for `--brokers N`: ids 1..N, consecutive ports,
+    a log dir each under the data dir (which then holds only those and the
+    metadata store)."""
+    if brokers < 1:
+        raise CliError(f"--brokers must be 1 or more, got {brokers}")
+    data_dir = Path(props.get("log.dirs") or props.get("log.dir") or "./data")
+    if brokers == 1:
+        if (data_dir / "broker-1" / "meta.properties").exists():
+            raise CliError(
+                f"{data_dir} holds the data of a --brokers cluster (broker-1, ...); "
+                "run with --brokers N, or use another --data-dir"
+            )
+        if "broker.id" not in props and "node.id" not in props:
+            props["broker.id"] = "1"
+        return [props]
+    for key, why in [
+        ("zookeeper.connect", "they share the embedded metadata store"),
+        ("broker.id", "they take ids 1..N"),
+        ("node.id", "they take ids 1..N"),
+        ("advertised.listeners", "each advertises its own port"),
+    ]:
+        if props.get(key):
+            raise CliError(f"--brokers {brokers} cannot be used with {key}: {why}")
+    if "," in data_dir.as_posix() or "," in props["listeners"]:
+        raise CliError(f"--brokers {brokers} takes one data dir and one listener")
+    if (data_dir / "meta.properties").exists():
+        raise CliError(
+            f"{data_dir} holds the data of a single broker; use another --data-dir "
+            f"for --brokers {brokers}"
+        )
+    name, _, address = props["listeners"].partition("://")
+    host, _, port_text = address.rpartition(":")
+    port = int(port_text) if port_text.isdigit() else 0
+    if port and port + brokers - 1 > 65535:
+        raise CliError(f"ports {port}..{port + brokers - 1} are not all valid ports")
+    out = []
+    for i in range(1, brokers + 1):
+        p = dict(props)
+        p.pop("log.dir", None)
+        p["broker.id"] = str(i)
+        p["log.dirs"] = str(data_dir / f"broker-{i}")
+        p["listeners"] = f"{name}://{host}:{port + i - 1 if port else 0}"
+        out.append(p)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,23 +121,27 @@ def run(args: argparse.Namespace) -> int:
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = BrokerConfig(broker_properties(args))
-        return asyncio.run(_serve(config))
+        props = broker_properties(args)
+        configs = [BrokerConfig(p) for p in cluster_properties(props, args.brokers)]
+        return asyncio.run(_serve(configs))
     except (KafkaError, StoreError) as e:
         raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(str(e)) from None
 
 
-async def _serve(config: Any) -> int:
+async def _serve(configs: list[Any]) -> int:
     from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
     from moldau.server.zookeeper_mode import ZooKeeperModeServer
 
     cluster: EmbeddedCluster | ZooKeeperModeServer
+    config = configs[0]
     if config["zookeeper.connect"]:
         cluster = ZooKeeperModeServer(config)
+    elif len(configs) == 1:
+        cluster = EmbeddedCluster(configs, config.log_dirs[0] / METADATA_DIR)
     else:
-        cluster = EmbeddedCluster([config], config.log_dirs[0] / METADATA_DIR)
+        cluster = EmbeddedCluster(configs, config.log_dirs[0].parent / METADATA_DIR)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -97,7 +154,7 @@ async def _serve(config: Any) -> int:
             where = ", ".join(f"{ep.host}:{ep.port}" for ep in b.advertised_endpoints())
             print(
                 f"Moldau broker {b.broker_id} listening on {where} "
-                f"(cluster {b.cluster_id}, data in {', '.join(map(str, config.log_dirs))})",
+                f"(cluster {b.cluster_id}, data in {', '.join(map(str, b.config.log_dirs))})",
                 flush=True,
             )
         failure = await _wait_for_stop(stop, cluster.brokers)

@@ -749,7 +749,13 @@ class Controller:
         self.batch.send()
         replicas = ctx.replicas_for_topic(topic)
         dead = [pr for pr in replicas if not ctx.is_replica_online(pr.replica, pr.tp)]
-        live = [pr for pr in replicas if ctx.is_replica_online(pr.replica, pr.tp)]
+        # A retry (a broker came back) leaves the replicas already deleted alone.
+        live = [
+            pr
+            for pr in replicas
+            if ctx.is_replica_online(pr.replica, pr.tp)
+            and ctx.replica_state(pr) != ReplicaState.DELETION_SUCCESSFUL
+        ]
         await self.replica_sm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
         if dead:
             ctx.topics_ineligible_for_deletion.add(topic)

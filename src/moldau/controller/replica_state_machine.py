@@ -28,8 +28,10 @@ class ReplicaStateMachine:
         self.batch = batch
 
     async def startup(self) -> None:
-        """Replicas on live brokers go Online; the others are Offline (or ineligible
-        for deletion if their topic is being deleted)."""
+        """Replicas on live brokers go Online; the others go Offline, which takes them
+        out of their ISRs (a controller taking over after its broker died finds
+        them there), or stay ineligible for deletion if their topic is being
+        deleted. Kafka's ReplicaStateMachine.startup."""
         online, offline = [], []
         for tp, replicas in self.ctx.assignments.items():
             for r in replicas:
@@ -40,9 +42,10 @@ class ReplicaStateMachine:
                 elif self.ctx.is_topic_queued_for_deletion(tp.topic):
                     self.ctx.replica_states[pr] = ReplicaState.DELETION_INELIGIBLE
                 else:
-                    self.ctx.replica_states[pr] = ReplicaState.OFFLINE
+                    self.ctx.replica_states[pr] = ReplicaState.DELETION_INELIGIBLE
                     offline.append(pr)
         await self.handle_state_changes(online, ReplicaState.ONLINE)
+        await self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
     async def handle_state_changes(
         self,

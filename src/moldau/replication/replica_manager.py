@@ -135,10 +135,11 @@ class ReplicaManager:
             except KafkaStorageError:
                 self.handle_log_dir_failure(d)
 
-    def shutdown(self) -> None:
+    def shutdown(self, checkpoint: bool = True) -> None:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
-        self.checkpoint_high_watermarks()
+        if checkpoint:
+            self.checkpoint_high_watermarks()
 
     def checkpoint_high_watermarks(self) -> None:
         self.write_high_watermarks(self.high_watermarks_by_dir())

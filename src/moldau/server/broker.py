@@ -559,12 +559,22 @@ class Broker:
         code, remaining = controlled_shutdown.decode_response(Reader(body))
         return ErrorCode(code), [TopicPartition(t, p) for t, p in remaining]
 
-    async def shutdown(self) -> None:
-        """Move leaderships away (a controlled shutdown, in a cluster), stop serving,
-        then flush and close every log (a clean shutdown)."""
-        cluster = bool(self.config["zookeeper.connect"])
-        if self.started and cluster and self.config["controlled.shutdown.enable"]:
+    async def shutdown(self, controlled: bool | None = None) -> None:
+        """Move leaderships away (a controlled shutdown: by default on ZooKeeper,
+        where the other brokers live on), stop serving, then flush and close every
+        log (a clean shutdown)."""
+        if controlled is None:
+            controlled = bool(self.config["zookeeper.connect"])
+        if self.started and controlled and self.config["controlled.shutdown.enable"]:
             await self._controlled_shutdown()
+        await self._stop(clean=True)
+
+    async def halt(self) -> None:
+        """Stop as kill -9 would leave it: nothing flushed, no checkpoint, no clean
+        shutdown marker; its session ends at once (for in-process clusters)."""
+        await self._stop(clean=False)
+
+    async def _stop(self, clean: bool) -> None:
         for server in self.servers:
             await server.stop()
         await self.tasks.close()
@@ -575,8 +585,11 @@ class Broker:
         await self.controller.close()
         await self.topic_configs.close()
         await self.group_coordinator.close()
-        self.replica_manager.shutdown()
-        self.log_manager.shutdown()
+        self.replica_manager.shutdown(checkpoint=clean)
+        if clean:
+            self.log_manager.shutdown()
+        else:
+            self.log_manager.halt()
         if isinstance(self.transport, InProcessTransport):
             self.transport.brokers.pop(self.broker_id, None)
         await self.store.close()

@@ -208,6 +208,14 @@ class LogManager:
             with self.io_or_offline(log_dir, "writing the clean shutdown marker"):
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
 
+    def halt(self) -> None:
+        """Close every file as a killed process leaves them: no flush, checkpoint or
+        clean marker, so the next start recovers (in-process clusters' kill)."""
+        for lg in [*self.logs.values(), *self._offline_logs]:
+            lg.close_handlers()
+        for _, _, lg in self._doomed_dirs:
+            lg.close_handlers()
+
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """Drop the logs of an offline directory: no more I/O through them, nothing
         written (their files are closed at shutdown); returns their partitions."""

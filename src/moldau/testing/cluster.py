@@ -142,6 +142,9 @@ class Cluster:
         if Cluster.is_running(b):
             os.kill(b.pid, signal.SIGCONT)
 
+    def data_dir(self, broker_id: int) -> Path:
+        return self.brokers[broker_id].data_dir
+
     # -- what ZooKeeper says -------------------------------------------------------------
 
     def znode(self, path: str) -> bytes | None:
