@@ -278,9 +278,14 @@ class Controller:
         # Every broker learns the whole cluster first.
         self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, ctx.all_partitions())
         self.batch.send()
-        await self.replica_sm.startup()
+        offline = await self.replica_sm.startup()
         self.partition_sm.startup()
         await self.partition_sm.trigger_online_partition_state_change()
+        # Replicas of brokers that died with the previous controller leave their ISRs
+        # now, as its onBrokerFailure would have done, after the elections (one epoch
+        # bump each). Kafka leaves them to the leaders' replica.lag.time.max.ms, and
+        # acks=all stalls that long.
+        await self.replica_sm.handle_state_changes(offline, ReplicaState.OFFLINE)
         self.batch.send()
         await self._resume_deletions()
 

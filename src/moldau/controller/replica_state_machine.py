@@ -27,11 +27,11 @@ class ReplicaStateMachine:
         self.client = client
         self.batch = batch
 
-    async def startup(self) -> None:
-        """Replicas on live brokers go Online; the others go Offline, which takes them
-        out of their ISRs (a controller taking over after its broker died finds
-        them there), or stay ineligible for deletion if their topic is being
-        deleted. Kafka's ReplicaStateMachine.startup."""
+    async def startup(self) -> list[PartitionReplica]:
+        """Replicas on live brokers go Online; the others are ineligible for deletion
+        until their broker returns (Kafka's ReplicaStateMachine.startup). Returns
+        those not being deleted, for the controller to take out of their ISRs once
+        leaders are elected."""
         online, offline = [], []
         for tp, replicas in self.ctx.assignments.items():
             for r in replicas:
@@ -39,13 +39,12 @@ class ReplicaStateMachine:
                 if self.ctx.is_replica_online(r, tp, include_shutting_down=True):
                     self.ctx.replica_states[pr] = ReplicaState.ONLINE
                     online.append(pr)
-                elif self.ctx.is_topic_queued_for_deletion(tp.topic):
-                    self.ctx.replica_states[pr] = ReplicaState.DELETION_INELIGIBLE
                 else:
                     self.ctx.replica_states[pr] = ReplicaState.DELETION_INELIGIBLE
-                    offline.append(pr)
+                    if not self.ctx.is_topic_queued_for_deletion(tp.topic):
+                        offline.append(pr)
         await self.handle_state_changes(online, ReplicaState.ONLINE)
-        await self.handle_state_changes(offline, ReplicaState.OFFLINE)
+        return offline
 
     async def handle_state_changes(
         self,
