@@ -15,6 +15,10 @@ class Clock(Protocol):
         """Monotonic time in ms (timeouts, lag, expiry)."""
         ...
 
+    def monotonic_ns(self) -> int:
+        """Monotonic time in ns (request times)."""
+        ...
+
 
 class SystemClock:
     def milliseconds(self) -> int:
@@ -22,6 +26,9 @@ class SystemClock:
 
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
+
+    def monotonic_ns(self) -> int:
+        return time.monotonic_ns()
 
 
 class FakeClock:
@@ -36,6 +43,9 @@ class FakeClock:
 
     def monotonic_ms(self) -> int:
         return self._mono
+
+    def monotonic_ns(self) -> int:
+        return self._mono * 1_000_000
 
     def advance(self, ms: int) -> None:
         self._wall += ms

@@ -8,9 +8,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from moldau.testing.process import BrokerProcess, wait_for
 
@@ -112,14 +114,17 @@ def test_brokers_3_is_a_replicated_cluster_in_one_process(tmp_path: Path) -> Non
     data = tmp_path / "data"
     proc = subprocess.Popen(
         [sys.executable, "-m", "moldau", "serve", "--brokers", "3", "--host", "127.0.0.1",
-         "--port", "0", "--data-dir", str(data), "--log-level", "WARNING"],
+         "--port", "0", "--data-dir", str(data), "--log-level", "WARNING",
+         "--metrics-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        addresses = [proc.stdout.readline().split(" listening on ")[1].split()[0] for _ in range(3)]
+        lines = [proc.stdout.readline() for _ in range(6)]
+        addresses = [line.split(" listening on ")[1].split()[0] for line in lines[::2]]
+        metrics = [line.split(" metrics at ")[1].strip() for line in lines[1::2]]
         assert len(set(addresses)) == 3
         bootstrap = ",".join(addresses)
         admin = AdminClient({"bootstrap.servers": addresses[2]})
@@ -137,6 +142,13 @@ def test_brokers_3_is_a_replicated_cluster_in_one_process(tmp_path: Path) -> Non
         for broker_id in (1, 2, 3):
             logs = sorted(p.name for p in (data / f"broker-{broker_id}").glob("t-*"))
             assert logs == ["t-0", "t-1", "t-2"]
+        active = 0.0
+        for url in metrics:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                for family in text_string_to_metric_families(r.read().decode()):
+                    if family.name == "kafka_controller_kafkacontroller_activecontrollercount":
+                        active += family.samples[0].value
+        assert active == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
     finally:

@@ -33,6 +33,13 @@ def add_parser(sub: Any) -> None:
         help="run brokers 1..N in this process on ports port..port+N-1, each logging "
         "under DATA_DIR/broker-<id>, replicating over sockets (embedded store only)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (metrics.port); "
+        "with --brokers N, brokers take PORT..PORT+N-1",
+    )
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     p.set_defaults(run=run)
 
@@ -57,6 +64,10 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         if not 0 <= port <= 65535:
             raise CliError(f"--port {port} is not a valid port")
         props["listeners"] = f"PLAINTEXT://{host}:{port}"
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            raise CliError(f"--metrics-port {args.metrics_port} is not a valid port")
+        props["metrics.port"] = str(args.metrics_port)
     if args.data_dir is not None:
         props["log.dirs"] = str(args.data_dir)
     elif "log.dirs" not in props and "log.dir" not in props:
@@ -98,15 +109,22 @@ def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, st
     name, _, address = props["listeners"].partition("://")
     host, _, port_text = address.rpartition(":")
     port = int(port_text) if port_text.isdigit() else 0
-    if port and port + brokers - 1 > 65535:
-        raise CliError(f"ports {port}..{port + brokers - 1} are not all valid ports")
+    metrics_port = props.get("metrics.port", "").strip()
+    for first in (port, int(metrics_port) if metrics_port.isdigit() else 0):
+        if first and first + brokers - 1 > 65535:
+            raise CliError(f"ports {first}..{first + brokers - 1} are not all valid ports")
     out = []
     for i in range(1, brokers + 1):
         p = dict(props)
         p.pop("log.dir", None)
         p["broker.id"] = str(i)
+        # Kafka's 3, or all of them if fewer (a lone embedded broker's default is 1).
+        p.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
         p["log.dirs"] = str(data_dir / f"broker-{i}")
         p["listeners"] = f"{name}://{host}:{port + i - 1 if port else 0}"
+        if metrics_port.isdigit():
+            first = int(metrics_port)
+            p["metrics.port"] = str(first + i - 1 if first else 0)
         out.append(p)
     return out
 
@@ -157,6 +175,13 @@ async def _serve(configs: list[Any]) -> int:
                 f"(cluster {b.cluster_id}, data in {', '.join(map(str, b.config.log_dirs))})",
                 flush=True,
             )
+            if b.metrics_server is not None:
+                m = b.metrics_server
+                print(
+                    f"Moldau broker {b.broker_id} metrics at "
+                    f"http://{m.host or 'localhost'}:{m.port}/metrics",
+                    flush=True,
+                )
         failure = await _wait_for_stop(stop, cluster.brokers)
     finally:
         await cluster.shutdown()

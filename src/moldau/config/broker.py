@@ -150,6 +150,9 @@ BROKER_CONFIG = ConfigDef(
                   "Maximum connections the broker accepts.", at_least(0)),
         ConfigKey("queued.max.request.bytes", T.LONG, -1, I.MEDIUM,
                   "Bytes of requests queued per connection before reading pauses (-1: 100 MiB)."),
+        ConfigKey("metrics.port", T.INT, None, I.MEDIUM,
+                  "Port of the Prometheus endpoint (/metrics) on the first listener's host; "
+                  "unset: no endpoint. 0 picks a free port.", at_least(0)),
         ConfigKey("controlled.shutdown.enable", T.BOOLEAN, True, I.MEDIUM,
                   "Move leadership away before shutting down."),
         ConfigKey("controlled.shutdown.max.retries", T.INT, 3, I.MEDIUM,

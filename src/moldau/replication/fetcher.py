@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from moldau.clock import Clock
+from moldau.metrics.stats import BrokerTopicStats, TopicMeter
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.tasks import TaskOwner
 
@@ -86,6 +87,7 @@ class FollowerSetup:
     lookup: Callable[[TopicPartition], Partition | None]  # this broker's partitions
     config: FetcherConfig
     clock: Clock
+    topic_stats: BrokerTopicStats | None = None
 
 
 class ReplicaFetcher:
@@ -100,6 +102,7 @@ class ReplicaFetcher:
         self.lookup = setup.lookup
         self.config = setup.config
         self.clock = setup.clock
+        self.topic_stats = setup.topic_stats
         # partition -> the leader epoch it follows in (from LeaderAndIsr)
         self.partitions: dict[TopicPartition, int] = {}
         # partition -> monotonic ms before which it is not fetched (after an error)
@@ -195,6 +198,10 @@ class ReplicaFetcher:
                     p.append_records_to_follower(
                         result.records, result.high_watermark, result.log_start_offset
                     )
+                    if self.topic_stats is not None and result.records:
+                        self.topic_stats.mark(
+                            tp.topic, TopicMeter.REPLICATION_BYTES_IN, len(result.records)
+                        )
                 return
             if error == ErrorCode.offset_out_of_range:
                 # Our log end is beyond the leader's or below its start: start again

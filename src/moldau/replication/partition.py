@@ -21,6 +21,7 @@ from typing import Protocol
 from uuid import UUID
 
 from moldau.clock import Clock
+from moldau.metrics.stats import IsrChangeMeters
 from moldau.protocol.control import (
     AlterPartitionItem,
     AlterPartitionResult,
@@ -93,6 +94,7 @@ class Partition:
         clock: Clock,
         replica_lag_time_max_ms: int = 30_000,
         alter_partition: AlterPartitionSender | None = None,
+        isr_meters: IsrChangeMeters | None = None,
     ) -> None:
         self.tp = tp
         self.local_broker_id = local_broker_id
@@ -115,6 +117,7 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.alter_partition = alter_partition
+        self.isr_meters = isr_meters if isr_meters is not None else IsrChangeMeters()
         # Called when an ISR change the controller confirmed moved the HW.
         self.on_high_watermark_moved: Callable[[Partition], None] | None = None
 
@@ -313,6 +316,7 @@ class Partition:
         if self.isr_state is not pending:
             return False  # a LeaderAndIsr replaced the state meanwhile
         if result.error_code != ErrorCode.none:
+            self.isr_meters.failed += 1
             if result.error_code in (
                 ErrorCode.operation_not_attempted,
                 ErrorCode.ineligible_replica,
@@ -330,6 +334,10 @@ class Partition:
             return False
         self.isr_state = CommittedIsr(frozenset(result.isr))
         self.partition_epoch = result.partition_epoch
+        if isinstance(pending, PendingShrinkIsr):
+            self.isr_meters.shrinks += 1
+        else:
+            self.isr_meters.expands += 1
         log.info("%s: ISR is now %s", self.tp, sorted(result.isr))
         return self.maybe_increment_leader_hw()
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.clock import Clock
+from moldau.metrics.stats import BrokerTopicStats, IsrChangeMeters, TopicMeter
 from moldau.protocol.control import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -94,8 +95,11 @@ class ReplicaManager:
         alter_partition: AlterPartitionSender | None = None,
         fetch_client: FetchClient | None = None,
         fetcher_config: FetcherConfig | None = None,
+        topic_stats: BrokerTopicStats | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
+        self.isr_meters = IsrChangeMeters()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.alter_partition = alter_partition
         self.log_manager = log_manager
@@ -107,7 +111,9 @@ class ReplicaManager:
         if fetch_client is not None:
             config = fetcher_config or FetcherConfig()
             self.fetchers = ReplicaFetcherManager(
-                FollowerSetup(broker_id, fetch_client, self.partitions.get, config, clock)
+                FollowerSetup(
+                    broker_id, fetch_client, self.partitions.get, config, clock, self.topic_stats
+                )
             )
         self.controller_epoch = 0
         # Checkpoints are written from worker threads, and once more at shutdown.
@@ -276,7 +282,7 @@ class ReplicaManager:
             if partition is None:
                 partition = Partition(
                     tp, self.broker_id, self.log_manager, self.log_config, self.clock,
-                    self.replica_lag_time_max_ms, self.alter_partition,
+                    self.replica_lag_time_max_ms, self.alter_partition, self.isr_meters,
                 )  # fmt: skip
                 partition.on_high_watermark_moved = self._on_high_watermark_moved
                 self.partitions[tp] = partition
@@ -348,6 +354,11 @@ class ReplicaManager:
                 self._stop_fetching(tp)
             self._complete_delayed(tp)
             errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))
+        # A deleted topic's series go (Kafka's removeMetrics once none of it is left).
+        deleted = {s.topic for s in request.partition_states if s.delete_partition}
+        if deleted:
+            for topic in deleted - {tp.topic for tp in self.partitions}:
+                self.topic_stats.remove_topic(topic)
         return StopReplicaResponse(ErrorCode.none, tuple(errors))
 
     # -- produce -------------------------------------------------------------------------
@@ -363,9 +374,11 @@ class ReplicaManager:
         result, now (acks 0/1, or an error) or once the ISR has the records (acks=all)."""
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         status: dict[TopicPartition, ProducePartitionStatus] = {}
+        stats = self.topic_stats
         for tp, batch in entries.items():
             response = ProducePartitionResponse(tp.partition)
             results[tp] = response
+            stats.mark(tp.topic, TopicMeter.TOTAL_PRODUCE_REQUESTS)
             try:
                 if batch is None:
                     raise UnknownTopicOrPartitionError("no records")
@@ -374,7 +387,11 @@ class ReplicaManager:
             except KafkaError as e:
                 response.error_code = e.code
                 response.error_message = e.message or None
+                stats.mark(tp.topic, TopicMeter.FAILED_PRODUCE_REQUESTS)
                 continue
+            if not info.duplicate:
+                stats.mark(tp.topic, TopicMeter.BYTES_IN, len(batch))
+                stats.mark(tp.topic, TopicMeter.MESSAGES_IN, info.records_count)
             response.base_offset = info.first_offset
             response.log_append_time_ms = info.log_append_time
             response.log_start_offset = info.log_start_offset
@@ -399,17 +416,33 @@ class ReplicaManager:
         partitions: list[FetchPartitionRead],
         respond: Callable[[list[FetchPartitionRead]], None],
     ) -> None:
+        stats = self.topic_stats
+        if not params.is_from_follower:
+            for p in partitions:
+                stats.mark(p.tp.topic, TopicMeter.TOTAL_FETCH_REQUESTS)
         reads = self.read_from_local_log(params, partitions)
         readable = sum(r.info.data.size for r in reads if r.info is not None)
+
+        def counted(reads: list[FetchPartitionRead]) -> None:
+            follower = params.is_from_follower
+            out = TopicMeter.REPLICATION_BYTES_OUT if follower else TopicMeter.BYTES_OUT
+            for r in reads:
+                if r.error != ErrorCode.none:
+                    if not follower:
+                        stats.mark(r.tp.topic, TopicMeter.FAILED_FETCH_REQUESTS)
+                elif r.info is not None and r.info.data.size:
+                    stats.mark(r.tp.topic, out, r.info.data.size)
+            respond(reads)
+
         # Errors, and followers that must first cut their logs, are answered at once.
         errored = any(
             r.error != ErrorCode.none or (r.info is not None and r.info.diverging_epoch)
             for r in reads
         )
         if params.max_wait_ms <= 0 or not reads or readable >= params.min_bytes or errored:
-            respond(reads)
+            counted(reads)
             return
-        op = DelayedFetch(params, partitions, self, respond)
+        op = DelayedFetch(params, partitions, self, counted)
         self.fetch_purgatory.try_complete_else_watch(op, [p.tp for p in partitions])
 
     def read_from_local_log(

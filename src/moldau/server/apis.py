@@ -111,9 +111,19 @@ HANDLERS: dict[ApiKey, Handler] = {
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), set(SUPPORTED_VERSIONS) ^ set(HANDLERS)
 
 
+# Kafka's request names in its RequestMetrics (ApiKeys' names).
+REQUEST_NAMES: dict[int, str] = {
+    k: "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey
+}
+_FETCH_FOLLOWER = "FetchFollower"
+_FETCH_CONSUMER = "FetchConsumer"
+
+
 class KafkaApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.clock = broker.clock
+        self.metrics = broker.request_metrics
 
     async def handle(self, conn: Connection, frame: memoryview) -> Answer:
         try:
@@ -123,6 +133,41 @@ class KafkaApis:
         key, version = header.api_key, header.api_version
         if not is_supported(key, version):
             return self._unsupported(header)
+        started = self.clock.monotonic_ns()
+        answer = await self._handle(conn, header, frame, offset)
+        self._record(header, frame, offset, started, answer)
+        return answer
+
+    def _record(
+        self,
+        header: RequestHeader,
+        frame: memoryview,
+        offset: int,
+        started: int,
+        answer: Answer,
+    ) -> None:
+        """Count the request and time it until its response is ready."""
+        name = REQUEST_NAMES[header.api_key]
+        timed_as = name
+        if header.api_key == ApiKey.FETCH:
+            # Fetch's body starts with the replica id (v0-v14): followers send theirs.
+            replica_id = int.from_bytes(frame[offset : offset + 4], "big", signed=True)
+            timed_as = _FETCH_FOLLOWER if replica_id >= 0 else _FETCH_CONSUMER
+        version = header.api_version
+
+        def record(_: object = None) -> None:
+            ms = (self.clock.monotonic_ns() - started) / 1e6
+            self.metrics.record(name, version, timed_as, ms)
+
+        if isinstance(answer, asyncio.Future):
+            answer.add_done_callback(record)
+        else:
+            record()
+
+    async def _handle(
+        self, conn: Connection, header: RequestHeader, frame: memoryview, offset: int
+    ) -> Answer:
+        key, version = header.api_key, header.api_version
         ctx = RequestContext(header, frame, offset, conn.client)
         try:
             response = await HANDLERS[ApiKey(key)](self.broker, ctx)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.exposition import generate_latest
+
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.controller.admin import TopicAdmin
@@ -24,6 +26,9 @@ from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore, StoreError, WatchedEvent
 from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
+from moldau.metrics.collector import BrokerCollector
+from moldau.metrics.http import MetricsServer
+from moldau.metrics.stats import BrokerTopicStats, RequestMetrics
 from moldau.protocol import alter_partition as ap
 from moldau.protocol import controlled_shutdown
 from moldau.protocol.apis import ApiKey
@@ -140,10 +145,12 @@ class Broker:
             config["replica.fetch.backoff.ms"],
             config["num.replica.fetchers"],
         )
+        self.topic_stats = BrokerTopicStats()
+        self.request_metrics = RequestMetrics()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config,
             config["replica.lag.time.max.ms"], self.alter_partition_manager,
-            self.fetch_client, fetcher_config,
+            self.fetch_client, fetcher_config, self.topic_stats,
         )  # fmt: skip
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
@@ -184,6 +191,7 @@ class Broker:
         # Encoded Metadata responses, keyed on the metadata cache version.
         self.metadata_responses: dict[tuple[Any, ...], bytes] = {}
         self.tasks = TaskOwner(f"broker-{self.broker_id}")
+        self.metrics_server: MetricsServer | None = None
         self._metadata_ready = asyncio.Event()
         self.metadata_cache.listeners.append(self._on_metadata)
         self.started = False
@@ -224,6 +232,12 @@ class Broker:
             )
             await server.start()
             self.servers.append(server)
+        if config["metrics.port"] is not None:
+            collector = BrokerCollector(self)
+            self.metrics_server = MetricsServer(
+                self.listeners[0].host, config["metrics.port"], lambda: generate_latest(collector)
+            )
+            await self.metrics_server.start()
         if isinstance(self.transport, InProcessTransport):
             self.transport.brokers[self.broker_id] = self
         await self._register()
@@ -577,6 +591,8 @@ class Broker:
     async def _stop(self, clean: bool) -> None:
         for server in self.servers:
             await server.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         await self.tasks.close()
         await self.alter_partition_manager.close()
         await self.replica_manager.close_fetchers()

@@ -67,6 +67,7 @@ class LocalCluster:
                     "broker.id": str(i),
                     "listeners": f"PLAINTEXT://{self.host}:0",
                     "log.dirs": str(self.directory / f"broker-{i}"),
+                    "offsets.topic.replication.factor": str(min(3, self.size)),
                     **self.overrides,
                 }
             )
@@ -121,6 +122,12 @@ class LocalCluster:
         return ",".join(
             f"{self.host}:{b.port}" for b in self.cluster.brokers if b.started and b.servers
         )
+
+    def metrics_url(self, broker_id: int) -> str:
+        """Where a broker serves Prometheus metrics (with metrics.port set)."""
+        server = self.cluster.broker(broker_id).metrics_server
+        assert server is not None, "set metrics.port (0: a free port each) to serve metrics"
+        return f"http://{self.host}:{server.port}/metrics"
 
     def data_dir(self, broker_id: int) -> Path:
         return self.directory / f"broker-{broker_id}"
