@@ -328,3 +328,119 @@ def test_a_leader_changes_its_isr_through_alter_partition(tmp_path: Path) -> Non
         assert (await other.alter_partition(1, epoch_of[1], ()))[0] == ErrorCode.not_controller
 
     run(tmp_path, 3, body)
+
+
+def test_a_reassignment_adds_waits_for_the_isr_moves_the_leader_and_removes(
+    tmp_path: Path,
+) -> None:
+    """KIP-455 on the controller: [1, 2] -> [2, 3] adds 3 (RS [2, 3, 1] persisted
+    with AR and RR), completes once 3 is in the ISR: leadership moves to 2, broker 1
+    deletes its replica, the znode says [2, 3]. A failover in the middle carries on."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2]})
+        tp = TopicPartition("t", 0)
+        active = c.active()
+        results = await active.alter_partition_reassignments(
+            {tp: (2, 3), TopicPartition("t", 9): (1,), TopicPartition("t", 0): (2, 3)}
+        )
+        assert results[tp] == (ErrorCode.none, None)
+        await c.settle()
+        found = await c.client().get_topic_assignment("t")
+        assert found is not None
+        topic = found[0]
+        assert (topic.partitions, topic.adding_replicas, topic.removing_replicas) == (
+            {0: [2, 3, 1]}, {0: [3]}, {0: [1]},
+        )  # fmt: skip
+        [joined] = [s for r in c.brokers[3].of(LeaderAndIsrRequest) for s in r.partition_states]
+        assert (joined.replicas, joined.adding_replicas, joined.removing_replicas) == (
+            (2, 3, 1), (3,), (1,),
+        )  # fmt: skip
+        assert list(active.list_partition_reassignments(None)) == [tp]
+
+        # The controller dies with the reassignment half done; the next one goes on.
+        await c.kill_broker(active.broker_id)
+        await c.start_broker(active.broker_id)
+        active = c.active()
+        assert active.list_partition_reassignments([tp])[tp].target_replicas == (2, 3)
+
+        state = (await c.state("t", 0)).leader_and_isr
+        registration = active.ctx.live_brokers[state.leader]
+        error, [result] = await active.alter_partition(
+            state.leader,
+            registration.epoch,
+            (AlterPartitionItem("t", 0, state.leader_epoch, (1, 2, 3), state.partition_epoch),),
+        )
+        assert (error, result.error_code) == (ErrorCode.none, ErrorCode.none)
+        await c.settle()
+        done = (await c.state("t", 0)).leader_and_isr
+        assert done.leader == 2
+        assert 1 not in done.isr
+        found = await c.client().get_topic_assignment("t")
+        assert found is not None
+        assert (found[0].partitions, found[0].adding_replicas) == ({0: [2, 3]}, {})
+        deleted = [
+            s for r in c.brokers[1].of(StopReplicaRequest) for s in r.partition_states
+            if s.delete_partition
+        ]  # fmt: skip
+        assert [(s.topic, s.partition) for s in deleted] == [("t", 0)]
+        assert active.list_partition_reassignments(None) == {}
+
+    run(tmp_path, 3, body)
+
+
+def test_reassignment_requests_get_kafkas_errors_and_a_cancel_goes_back(tmp_path: Path) -> None:
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2]})
+        active = c.active()
+        tp = TopicPartition("t", 0)
+        results = await active.alter_partition_reassignments(
+            {
+                TopicPartition("t", 5): (1, 2),
+                TopicPartition("nope", 0): (1,),
+                tp: None,
+            }
+        )
+        assert results[TopicPartition("t", 5)][0] == ErrorCode.unknown_topic_or_partition
+        assert results[TopicPartition("nope", 0)][0] == ErrorCode.unknown_topic_or_partition
+        assert results[tp][0] == ErrorCode.no_reassignment_in_progress
+        for bad in [(), (1, 1), (1, 7), (-1, 2)]:
+            code, message = (await active.alter_partition_reassignments({tp: bad}))[tp]
+            assert code == ErrorCode.invalid_replica_assignment and message
+        assert (await active.alter_partition_reassignments({tp: (1, 3)}))[tp][0] == ErrorCode.none
+        assert active.ctx.assignments[tp] == [1, 3, 2]
+        # Cancelled: back to [1, 2], the replica being added (3) deleted.
+        assert (await active.alter_partition_reassignments({tp: None}))[tp][0] == ErrorCode.none
+        await c.settle()
+        assert active.ctx.assignments[tp] == [1, 2]
+        assert active.list_partition_reassignments(None) == {}
+        deleted = [
+            s for r in c.brokers[3].of(StopReplicaRequest) for s in r.partition_states
+            if s.delete_partition
+        ]  # fmt: skip
+        assert len(deleted) == 1
+
+    run(tmp_path, 3, body)
+
+
+def test_the_reassign_partitions_znode_is_acted_on_and_removed_when_done(
+    tmp_path: Path,
+) -> None:
+    """/admin/reassign_partitions (kafka-reassign-partitions --zookeeper): the
+    controller starts what it asks, drops what it cannot do, and deletes the znode
+    once every partition in it is done."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2], 1: [1, 2]})
+        await c.client().create_reassignment(
+            {TopicPartition("t", 0): [2, 1], TopicPartition("t", 7): [1, 2]}
+        )
+        await c.settle()
+        active = c.active()
+        assert active.ctx.assignments[TopicPartition("t", 0)] == [2, 1]
+        assert await c.client().get_reassignment() is None
+        found = await c.client().get_topic_assignment("t")
+        assert found is not None
+        assert found[0].partitions == {0: [2, 1], 1: [1, 2]}
+
+    run(tmp_path, 3, body)

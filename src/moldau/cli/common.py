@@ -44,16 +44,20 @@ def add_bootstrap_argument(p: argparse.ArgumentParser, *aliases: str) -> None:
     )
 
 
-def add_action_arguments(p: argparse.ArgumentParser, actions: Iterable[str]) -> None:
-    """An admin tool's ACTION, given as a word or, as Kafka's tools take it, as a flag
-    (`create` or `--create`); and its `--command-config`."""
-    actions = tuple(actions)
+def add_command_config_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--command-config",
         type=Path,
         metavar="FILE",
         help="a properties file of admin client settings (librdkafka names)",
     )
+
+
+def add_action_arguments(p: argparse.ArgumentParser, actions: Iterable[str]) -> None:
+    """An admin tool's ACTION, given as a word or, as Kafka's tools take it, as a flag
+    (`create` or `--create`); and its `--command-config`."""
+    actions = tuple(actions)
+    add_command_config_argument(p)
     p.add_argument("action", nargs="?", choices=actions, metavar="ACTION", help=", ".join(actions))
     for action in actions:
         p.add_argument(
@@ -176,6 +180,20 @@ def client_config(bootstrap: str, watch: BrokerWatch, *layers: Mapping[str, str]
         conf.update(layer)
     conf["bootstrap.servers"] = bootstrap
     return conf
+
+
+def admin_client(args: argparse.Namespace) -> tuple[Any, BrokerWatch]:
+    """An AdminClient for an admin tool's `--bootstrap-server` and `--command-config`,
+    and the watch that notices an unreachable broker."""
+    from confluent_kafka.admin import AdminClient
+
+    watch = BrokerWatch(args.bootstrap_server)
+    conf = client_config(
+        args.bootstrap_server,
+        watch,
+        read_config_file(args.command_config, "--command-config"),
+    )
+    return make_client(AdminClient, conf), watch
 
 
 def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:

@@ -33,7 +33,6 @@ from confluent_kafka import (
 # The import confluent-kafka documents; its admin module re-exports these without
 # an `__all__`, which strict mypy does not count as exporting them.
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
     ConsumerGroupDescription,
     MemberDescription,
     OffsetSpec,
@@ -41,19 +40,16 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from moldau.cli.common import (
     TIMEOUT_S,
-    BrokerWatch,
     add_action_arguments,
     add_bootstrap_argument,
+    admin_client,
     check_valid_with,
     chosen_action,
-    client_config,
     error_text,
     fetch_metadata,
     flag_name,
     given,
     kafka_error,
-    make_client,
-    read_config_file,
     wait_result,
 )
 from moldau.cli.errors import CliError
@@ -481,13 +477,7 @@ class GroupCommand:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.watch = BrokerWatch(args.bootstrap_server)
-        conf = client_config(
-            args.bootstrap_server,
-            self.watch,
-            read_config_file(args.command_config, "--command-config"),
-        )
-        self.admin = make_client(AdminClient, conf)
+        self.admin, self.watch = admin_client(args)
         self.failed = False
 
     def fail(self, message: str) -> None:

@@ -21,7 +21,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(sub)
-    for name in ("topics", "produce", "consume", "groups", "leader-election", "pipeline"):
+    for name in (
+        "topics",
+        "produce",
+        "consume",
+        "groups",
+        "leader-election",
+        "reassign-partitions",
+        "pipeline",
+    ):
         module = _tool(name)
         if module is not None:
             module.add_parser(sub)

@@ -20,7 +20,6 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 # The import confluent-kafka documents; its admin module re-exports most of these
 # without an `__all__`, which strict mypy does not count as exporting them.
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -31,18 +30,15 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from moldau.cli.common import (
     TIMEOUT_S,
-    BrokerWatch,
     add_action_arguments,
     add_bootstrap_argument,
+    admin_client,
     check_valid_with,
     chosen_action,
-    client_config,
     error_text,
     fetch_metadata,
     kafka_error,
-    make_client,
     parse_key_values,
-    read_config_file,
     wait_result,
 )
 from moldau.cli.errors import CliError
@@ -217,13 +213,7 @@ class TopicCommand:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.watch = BrokerWatch(args.bootstrap_server)
-        conf = client_config(
-            args.bootstrap_server,
-            self.watch,
-            read_config_file(args.command_config, "--command-config"),
-        )
-        self.admin = make_client(AdminClient, conf)
+        self.admin, self.watch = admin_client(args)
 
     # -- the actions ------------------------------------------------------------
 

@@ -162,6 +162,9 @@ class ControllerBrokerRequestBatch:
         is_new: bool,
     ) -> None:
         li = state.leader_and_isr
+        reassignment = self.context.reassignments.get(tp)
+        adding = reassignment.adding if reassignment else ()
+        removing = reassignment.removing if reassignment else ()
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
@@ -174,6 +177,8 @@ class ControllerBrokerRequestBatch:
                 li.isr,
                 li.partition_epoch,
                 tuple(replicas),
+                adding,
+                removing,
                 is_new=is_new,
             )
         self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, [tp])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from moldau.controller.reassignment import ReplicaAssignment
 from moldau.controller.states import PartitionState, ReplicaState
 from moldau.metadata.znodes import BrokerRegistration, LeaderIsrAndControllerEpoch
 from moldau.storage.partition_name import TopicPartition
@@ -35,6 +36,10 @@ class ControllerContext:
     # broker -> its replicas whose log directory failed (KIP-112), as its
     # LeaderAndIsr responses said; cleared when the broker restarts
     replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    # Partitions being reassigned (their assignments hold the full RS), and those of
+    # them that /admin/reassign_partitions asked for
+    reassignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    zk_reassignments: set[TopicPartition] = field(default_factory=set)
 
     def reset(self) -> None:
         self.__init__()  # type: ignore[misc]
@@ -105,8 +110,16 @@ class ControllerContext:
             del self.assignments[tp]
             self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.reassignments.pop(tp, None)
+            self.zk_reassignments.discard(tp)
         for pr in [pr for pr in self.replica_states if pr.tp.topic == topic]:
             del self.replica_states[pr]
+
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        return self.reassignments.get(tp) or ReplicaAssignment(tuple(self.assignments.get(tp, ())))
+
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self.reassignments)
 
     def is_topic_queued_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted

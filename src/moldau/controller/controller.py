@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from moldau.clock import Clock
@@ -22,6 +22,7 @@ from moldau.controller.channel import (
 from moldau.controller.context import ControllerContext, PartitionReplica
 from moldau.controller.events import (
     AlterPartitionReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdownRequested,
@@ -36,8 +37,11 @@ from moldau.controller.events import (
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
     TopicUncleanLeaderElectionEnable,
+    ZkPartitionReassignment,
 )
 from moldau.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from moldau.controller.reassigner import PartitionReassigner
+from moldau.controller.reassignment import ReplicaAssignment, invalid_target
 from moldau.controller.rebalance import partitions_to_rebalance
 from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
@@ -93,6 +97,9 @@ class Controller:
             self.ctx, client, self.batch, unclean_election_enabled
         )
         self.replica_sm = ReplicaStateMachine(self.ctx, client, self.batch)
+        self.reassigner = PartitionReassigner(
+            self.ctx, client, self.batch, self.partition_sm, self.replica_sm
+        )
         self.batch.leader_and_isr_callback = self._on_leader_and_isr_response
         self.active_controller_id: int | None = None
         self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
@@ -155,7 +162,10 @@ class Controller:
             if isinstance(event, AlterPartitionReceived) and not event.answer.done():
                 event.answer.set_result((ErrorCode.not_controller, ()))
             if (
-                isinstance(event, ElectLeadersRequested | ControlledShutdownRequested)
+                isinstance(
+                    event,
+                    ElectLeadersRequested | ControlledShutdownRequested | ApiPartitionReassignment,
+                )
                 and not event.answer.done()
             ):
                 event.answer.set_exception(NotControllerError())
@@ -182,6 +192,10 @@ class Controller:
             await self._process_auto_preferred_election()
         elif isinstance(event, ControlledShutdownRequested):
             await self._process_controlled_shutdown(event)
+        elif isinstance(event, ApiPartitionReassignment):
+            await self._process_api_partition_reassignment(event)
+        elif isinstance(event, ZkPartitionReassignment):
+            await self._process_zk_partition_reassignment()
         elif isinstance(event, TopicUncleanLeaderElectionEnable):
             # Partitions left without a leader may now take any live replica.
             log.info("controller %d: unclean leader election enabled for %s", self.broker_id,
@@ -202,6 +216,9 @@ class Controller:
 
     def _on_delete_topics(self, _: WatchedEvent) -> None:
         self.enqueue(TopicDeletion())
+
+    def _on_reassign_partitions(self, _: WatchedEvent) -> None:
+        self.enqueue(ZkPartitionReassignment())
 
     def _on_log_dir_events(self, _: WatchedEvent) -> None:
         self.enqueue(LogDirEventNotification())
@@ -287,6 +304,12 @@ class Controller:
         # acks=all stalls that long.
         await self.replica_sm.handle_state_changes(offline, ReplicaState.OFFLINE)
         self.batch.send()
+        # Reassignments the previous controller left half done carry on (Kafka's
+        # initializePartitionReassignments), then those /admin/reassign_partitions asks.
+        for tp, assignment in sorted(ctx.reassignments.items()):
+            await self.reassigner.on_partition_reassignment(tp, assignment)
+        self.batch.send()
+        await self._process_zk_partition_reassignment()
         await self._resume_deletions()
 
     async def _load_topic(self, topic: str) -> bool:
@@ -297,7 +320,14 @@ class Controller:
         self.ctx.all_topics.add(topic)
         self.ctx.topic_ids[topic] = assignment.topic_id
         for p, replicas in assignment.partitions.items():
-            self.ctx.assignments[TopicPartition(topic, p)] = list(replicas)
+            tp = TopicPartition(topic, p)
+            self.ctx.assignments[tp] = list(replicas)
+            adding = assignment.adding_replicas.get(p, [])
+            removing = assignment.removing_replicas.get(p, [])
+            if adding or removing:
+                self.ctx.reassignments[tp] = ReplicaAssignment(
+                    tuple(replicas), tuple(adding), tuple(removing)
+                )
         return True
 
     # -- brokers -------------------------------------------------------------------------
@@ -342,6 +372,11 @@ class Controller:
         ]
         await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_sm.trigger_online_partition_state_change()
+        self.batch.send()
+        # Reassignments waiting on these brokers' replicas tell them again.
+        for tp, assignment in sorted(ctx.reassignments.items()):
+            if new & set(assignment.replicas):
+                await self.reassigner.on_partition_reassignment(tp, assignment)
         self.batch.send()
         revived = {pr.tp.topic for pr in ctx.replicas_on_brokers(new)}
         ctx.topics_ineligible_for_deletion -= revived
@@ -520,6 +555,8 @@ class Controller:
             ctx.topics_to_be_deleted,
             self.leader_rebalance.imbalance_percentage,
         )
+        # A reassignment moves leadership itself when it completes (as in Kafka).
+        candidates = [tp for tp in candidates if tp not in ctx.reassignments]
         if not candidates:
             return
         elected = await self.partition_sm.handle_state_changes(
@@ -559,6 +596,11 @@ class Controller:
                     for item in event.items[len(results) :]
                 ]
                 event.answer.set_result((ErrorCode.none, tuple(results)))
+        # A reassignment whose target has just joined the ISR completes.
+        completed = [tp for tp in updated if await self.reassigner.maybe_complete(tp)]
+        if completed:
+            self.batch.send()
+            await self._resume_deletions()
 
     async def _alter_partition(
         self, broker_id: int, tp: TopicPartition, item: AlterPartitionItem
@@ -600,6 +642,112 @@ class Controller:
             tp.topic, tp.partition, ErrorCode.none, li.leader, li.leader_epoch, li.isr,
             li.partition_epoch,
         )  # fmt: skip
+
+    # -- partition reassignment (KIP-455) ------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self,
+        targets: dict[TopicPartition, tuple[int, ...] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """Start, replace or (None) cancel reassignments; each partition's error once
+        the controller has acted. NotControllerError unless the active controller."""
+        if not self.is_active:
+            raise NotControllerError()
+        answer: asyncio.Future[dict[TopicPartition, tuple[ErrorCode, str | None]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.enqueue(ApiPartitionReassignment(targets, allow_replication_factor_change, answer))
+        return await answer
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The reassignments in progress (of `partitions` if given)."""
+        if not self.is_active:
+            raise NotControllerError()
+        ongoing = self.ctx.reassignments
+        if partitions is None:
+            return dict(sorted(ongoing.items()))
+        return {tp: ongoing[tp] for tp in sorted(set(partitions)) if tp in ongoing}
+
+    def _reassignment_for(
+        self, tp: TopicPartition, target: Sequence[int] | None, allow_rf_change: bool = True
+    ) -> ReplicaAssignment | tuple[ErrorCode, str | None]:
+        """What reassigning `tp` to `target` (None: cancel) means, or why it cannot
+        (Kafka's maybeBuildReassignment and its checks)."""
+        ctx = self.ctx
+        if tp not in ctx.assignments or ctx.is_topic_queued_for_deletion(tp.topic):
+            return ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+        current = ctx.full_assignment(tp)
+        if target is None:
+            if tp not in ctx.reassignments:
+                return ErrorCode.no_reassignment_in_progress, None
+            return current.reassign_to(current.origin_replicas)
+        problem = invalid_target(target, ctx.live_or_shutting_down_broker_ids)
+        if problem is not None:
+            return problem
+        origin = current.origin_replicas
+        if not allow_rf_change and len(target) != len(origin):
+            return (
+                ErrorCode.invalid_replication_factor,
+                f"The replication factor is changed from {len(origin)} to {len(target)} "
+                "but allowReplicationFactorChange is false",
+            )
+        return current.reassign_to(target)
+
+    async def _process_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        try:
+            to_start: dict[TopicPartition, ReplicaAssignment] = {}
+            for tp, target in sorted(event.targets.items()):
+                built = self._reassignment_for(tp, target, event.allow_replication_factor_change)
+                if isinstance(built, ReplicaAssignment):
+                    to_start[tp] = built
+                else:
+                    results[tp] = built
+            # An API reassignment takes over from the znode's for its partitions.
+            from_zk = set(to_start) & self.ctx.zk_reassignments
+            if from_zk:
+                await self.reassigner.remove_from_zk_reassignment(from_zk)
+            for tp, assignment in to_start.items():
+                await self.reassigner.on_partition_reassignment(tp, assignment)
+                results[tp] = (ErrorCode.none, None)
+            self.batch.send()
+            await self._resume_deletions()
+        finally:
+            if not event.answer.done():
+                for tp in event.targets:
+                    results.setdefault(tp, (ErrorCode.unknown_server_error, None))
+                event.answer.set_result(results)
+
+    async def _process_zk_partition_reassignment(self) -> None:
+        """Kafka's processZkPartitionReassignment: start what the znode asks (a target
+        already in flight is left alone); drop what cannot be done from it."""
+        ctx = self.ctx
+        asked = await self.client.get_reassignment(self._on_reassign_partitions)
+        if asked is None:
+            return
+        failed: set[TopicPartition] = set()
+        for tp, target in sorted(asked.items()):
+            ongoing = ctx.reassignments.get(tp)
+            if ongoing is not None and list(ongoing.target_replicas) == target:
+                ctx.zk_reassignments.add(tp)
+                continue
+            built = self._reassignment_for(tp, target)
+            if isinstance(built, ReplicaAssignment):
+                ctx.zk_reassignments.add(tp)
+                await self.reassigner.on_partition_reassignment(tp, built)
+            else:
+                log.warning("reassignment of %s to %s refused: %s", tp, target, built[1] or
+                            built[0].name)  # fmt: skip
+                failed.add(tp)
+        if not asked:
+            await self.client.set_reassignment({}, ctx.epoch_zk_version)  # nothing in it
+        elif failed:
+            await self.reassigner.remove_from_zk_reassignment(failed)
+        self.batch.send()
+        await self._resume_deletions()
 
     # -- log directory failures (KIP-112) ------------------------------------------------
 
@@ -737,6 +885,8 @@ class Controller:
                 await self._complete_delete_topic(topic)
             elif ReplicaState.DELETION_STARTED in states:
                 continue
+            elif ctx.is_topic_being_reassigned(topic):
+                continue  # it resumes when the reassignment completes
             elif topic not in ctx.topics_ineligible_for_deletion:
                 retry = [
                     pr

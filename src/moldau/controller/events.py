@@ -107,8 +107,25 @@ class TopicDeletionStopReplicaResponseReceived:
     response: StopReplicaResponse
 
 
+@dataclass(frozen=True, slots=True)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments: a target replica list per partition, or None to
+    cancel; `answer` gets each partition's error and message."""
+
+    targets: dict[TopicPartition, tuple[int, ...] | None]
+    allow_replication_factor_change: bool
+    answer: asyncio.Future[dict[TopicPartition, tuple[ErrorCode, str | None]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ZkPartitionReassignment:
+    """/admin/reassign_partitions was created or changed."""
+
+
 ControllerEvent = (
     Startup
+    | ApiPartitionReassignment
+    | ZkPartitionReassignment
     | ControllerChange
     | BrokerChange
     | TopicChange

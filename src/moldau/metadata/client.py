@@ -193,6 +193,47 @@ class MetadataClient:
     ) -> None:
         await self.store.set(z.topic_path(topic), z.encode_topic(assignment), expected_version)
 
+    async def write_topic_assignment(
+        self, topic: str, assignment: z.TopicAssignment, epoch_zk_version: int
+    ) -> None:
+        """The controller's write of a topic's replicas (a reassignment's steps)."""
+        data = z.encode_topic(assignment)
+        await self.controller_write(epoch_zk_version, [SetDataOp(z.topic_path(topic), data)])
+
+    # -- partition reassignment through /admin/reassign_partitions -----------------------
+
+    async def get_reassignment(
+        self, watch: Watcher | None = None
+    ) -> dict[TopicPartition, list[int]] | None:
+        """What /admin/reassign_partitions asks (None if absent), watching it."""
+        if await self.store.exists(z.REASSIGN_PARTITIONS, watch) is None:
+            return None
+        found = await self.store.get_or_none(z.REASSIGN_PARTITIONS)
+        if found is None:
+            return None
+        try:
+            return z.decode_reassignment(found[0])
+        except ValueError as e:
+            log.warning("ignoring %s", e)
+            return {}
+
+    async def create_reassignment(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """As kafka-reassign-partitions --zookeeper did. NodeExistsError if one runs."""
+        await self.store.create(
+            z.REASSIGN_PARTITIONS, z.encode_reassignment(targets), make_parents=True
+        )
+
+    async def set_reassignment(
+        self, targets: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+    ) -> None:
+        """Rewrite what is left of /admin/reassign_partitions; delete it when empty."""
+        path = z.REASSIGN_PARTITIONS
+        if await self.store.exists(path) is None:
+            return
+        op: Op = SetDataOp(path, z.encode_reassignment(targets)) if targets else DeleteOp(path)
+        with contextlib.suppress(NoNodeError):
+            await self.controller_write(epoch_zk_version, [op])
+
     # -- partition states ----------------------------------------------------------------
 
     async def get_partition_states(

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.storage.partition_name import TopicPartition
+
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
@@ -293,6 +295,33 @@ def encode_log_dir_event(broker_id: int) -> bytes:
 def decode_log_dir_event(data: bytes) -> int:
     """The broker id a log directory event is about."""
     return int(_loads(data)["broker"])
+
+
+# -- partition reassignment (the znode of kafka-reassign-partitions --zookeeper) ----------
+
+
+def encode_reassignment(targets: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+                for tp, r in sorted(targets.items())
+            ],
+        }
+    )
+
+
+def decode_reassignment(data: bytes) -> dict[TopicPartition, list[int]]:
+    """Target replicas by partition. ValueError if malformed."""
+    try:
+        obj = _loads(data)
+        return {
+            TopicPartition(str(e["topic"]), int(e["partition"])): [int(b) for b in e["replicas"]]
+            for e in obj["partitions"]
+        }
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"malformed {REASSIGN_PARTITIONS}: {e!r}") from None
 
 
 # -- controller ---------------------------------------------------------------------------

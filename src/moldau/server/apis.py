@@ -58,6 +58,10 @@ from moldau.server.handlers.offsets import (
 )
 from moldau.server.handlers.produce import handle_produce
 from moldau.server.handlers.producer_ids import handle_init_producer_id
+from moldau.server.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from moldau.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -105,6 +109,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
 }
 
 # Advertise only what has a handler.

@@ -40,8 +40,14 @@ class _Connection:
 
 
 class NetworkTransport:
-    def __init__(self, controller_id: int, resolve: Resolver, timeout_ms: int = 30_000) -> None:
-        self._client_id = f"controller-{controller_id}"
+    def __init__(
+        self,
+        controller_id: int,
+        resolve: Resolver,
+        timeout_ms: int = 30_000,
+        client_id: str | None = None,
+    ) -> None:
+        self._client_id = client_id or f"controller-{controller_id}"
         self._resolve = resolve
         self._timeout_s = timeout_ms / 1000
         self._connections: dict[int, _Connection] = {}

@@ -1,0 +1,458 @@
+"""`moldau reassign-partitions`: move partitions between brokers, as
+kafka-reassign-partitions.sh does (KIP-455: AlterPartitionReassignments and
+ListPartitionReassignments, sent to the active controller), with its JSON files,
+its output and its exit codes:
+
+    --generate --topics-to-move-json-file F --broker-list 1,2,3 [--disable-rack-aware]
+    --execute  --reassignment-json-file F [--additional]
+    --verify   --reassignment-json-file F
+    --cancel   --reassignment-json-file F
+    --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from moldau.cli.common import (
+    TIMEOUT_S,
+    add_bootstrap_argument,
+    add_command_config_argument,
+    admin_client,
+    error_text,
+    fetch_metadata,
+    kafka_error,
+    wait_result,
+)
+from moldau.cli.errors import CliError
+from moldau.controller.assignment import BrokerMetadata, assign_replicas_to_brokers
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import build_entity, decode_response, encode_body, request_class
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.wire import DecodeError
+from moldau.server.control_client import NetworkTransport
+from moldau.storage.partition_name import TopicPartition
+
+ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+_REQUIRED = {
+    "generate": ("topics_to_move_json_file", "broker_list"),
+    "execute": ("reassignment_json_file",),
+    "verify": ("reassignment_json_file",),
+    "cancel": ("reassignment_json_file",),
+    "list": (),
+}
+_PERMITTED = {
+    "generate": {"topics_to_move_json_file", "broker_list", "disable_rack_aware"},
+    "execute": {"reassignment_json_file", "additional"},
+    "verify": {"reassignment_json_file", "preserve_throttles"},
+    "cancel": {"reassignment_json_file", "preserve_throttles"},
+    "list": set(),
+}
+_OPTIONS = {
+    "topics_to_move_json_file", "broker_list", "disable_rack_aware", "reassignment_json_file",
+    "additional", "preserve_throttles",
+}  # fmt: skip
+
+CANNOT_EXECUTE = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional to "
+    "override this and create a new partition assignment in addition to the existing one. "
+    "The --additional flag can also be used to change the throttle by resubmitting the "
+    "current reassignment."
+)
+
+Assignment = dict[TopicPartition, list[int]]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "reassign-partitions",
+        help="move partitions between brokers, as kafka-reassign-partitions.sh",
+        description="Move partitions between brokers, as kafka-reassign-partitions.sh does.",
+    )
+    add_bootstrap_argument(p)
+    for action in ACTIONS:
+        p.add_argument(f"--{action}", action="store_true", help=f"the {action} action")
+    p.add_argument("--topics-to-move-json-file", type=Path, metavar="FILE",
+                   help='--generate: {"version": 1, "topics": [{"topic": "t"}]}')  # fmt: skip
+    p.add_argument("--broker-list", metavar="1,2,3", help="--generate: the brokers to use")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="--generate: place replicas without the brokers' racks")  # fmt: skip
+    p.add_argument("--reassignment-json-file", type=Path, metavar="FILE",
+                   help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, '
+                   '"replicas": [1, 2]}]}')  # fmt: skip
+    p.add_argument("--additional", action="store_true",
+                   help="--execute: while other reassignments are in progress")  # fmt: skip
+    p.add_argument("--preserve-throttles", action="store_true", help=argparse.SUPPRESS)
+    add_command_config_argument(p)
+    p.set_defaults(run=run)
+
+
+def _action(args: argparse.Namespace) -> str:
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise CliError(
+            "Command must include exactly one action: " + ", ".join(f"--{a}" for a in ACTIONS)
+        )
+    action = chosen[0]
+    for name in _REQUIRED[action]:
+        if getattr(args, name) in (None, False):
+            raise CliError(f"--{action} needs --{name.replace('_', '-')}")
+    for name in _OPTIONS - _PERMITTED[action]:
+        if getattr(args, name) not in (None, False):
+            raise CliError(f'Option "--{name.replace("_", "-")}" can\'t be used with action '
+                           f'"--{action}"')  # fmt: skip
+    return action
+
+
+# -- JSON files, as Kafka's tool reads and writes them ----------------------------------
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError:
+        raise CliError("The input string is not a valid JSON") from None
+
+
+def parse_reassignment(data: Any) -> Assignment:
+    """Kafka's parsePartitionReassignmentData and its checks."""
+    try:
+        version = int(data.get("version", 1))
+        if version != 1:
+            raise CliError(f"Not supported version field value {version}")
+        entries = [
+            (TopicPartition(str(e["topic"]), int(e["partition"])), [int(r) for r in e["replicas"]])
+            for e in data.get("partitions", [])
+        ]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise CliError(
+            'expected {"version": 1, "partitions": [{"topic": "t", "partition": 0, '
+            '"replicas": [1, 2]}]}'
+        ) from None
+    if not entries:
+        raise CliError("Partition reassignment list cannot be empty")
+    if any(not replicas for _, replicas in entries):
+        raise CliError("Partition replica list cannot be empty")
+    partitions = [tp for tp, _ in entries]
+    twice = sorted({tp for tp in partitions if partitions.count(tp) > 1})
+    if twice:
+        raise CliError(
+            "Partition reassignment contains duplicate topic partitions: "
+            + ",".join(map(str, twice))
+        )
+    dups = [
+        f"{tp} contains multiple entries for "
+        + ",".join(str(r) for r in sorted({r for r in rs if rs.count(r) > 1}))
+        for tp, rs in entries
+        if len(set(rs)) != len(rs)
+    ]
+    if dups:
+        raise CliError(
+            "Partition replica lists may not contain duplicate entries: " + ". ".join(dups)
+        )
+    return dict(entries)
+
+
+def parse_topics(data: Any) -> list[str]:
+    try:
+        version = int(data.get("version", 1))
+        if version != 1:
+            raise CliError(f"Not supported version field value {version}")
+        topics = [str(t["topic"]) for t in data.get("topics", [])]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise CliError('expected {"version": 1, "topics": [{"topic": "t"}]}') from None
+    twice = sorted({t for t in topics if topics.count(t) > 1})
+    if twice:
+        raise CliError(f"List of topics to reassign contains duplicate entries: {twice}")
+    return topics
+
+
+def reassignment_json(assignment: Mapping[TopicPartition, Iterable[int]]) -> str:
+    """Kafka's formatAsReassignmentJson (compact, partitions sorted)."""
+    partitions = []
+    for tp in sorted(assignment):
+        replicas = list(assignment[tp])
+        partitions.append({"topic": tp.topic, "partition": tp.partition, "replicas": replicas,
+                           "log_dirs": ["any"] * len(replicas)})  # fmt: skip
+    return json.dumps({"version": 1, "partitions": partitions}, separators=(",", ":"))
+
+
+def _list(items: Iterable[object]) -> str:
+    return ",".join(str(i) for i in items)
+
+
+def status_lines(
+    targets: Assignment, ongoing: Mapping[TopicPartition, Any], current: Assignment
+) -> list[str]:
+    """Kafka's partitionReassignmentStatesToString."""
+    lines = ["Status of partition reassignment:"]
+    for tp in sorted(targets):
+        if tp in ongoing:
+            lines.append(f"Reassignment of partition {tp} is still in progress.")
+        elif current.get(tp, []) == targets[tp]:
+            lines.append(f"Reassignment of partition {tp} is completed.")
+        else:
+            lines.append(
+                f"There is no active reassignment of partition {tp}, but replica set is "
+                f"{_list(current.get(tp, []))} rather than {_list(targets[tp])}."
+            )
+    return lines
+
+
+def list_lines(ongoing: Mapping[TopicPartition, Any]) -> list[str]:
+    """Kafka's curReassignmentsToString."""
+    if not ongoing:
+        return ["No partition reassignments found."]
+    lines = ["Current partition reassignments:"]
+    for tp in sorted(ongoing):
+        r = ongoing[tp]
+        line = f"{tp}: replicas: {_list(r.replicas)}."
+        if r.adding_replicas:
+            line += f" adding: {_list(r.adding_replicas)}."
+        if r.removing_replicas:
+            line += f" removing: {_list(r.removing_replicas)}."
+        lines.append(line)
+    return lines
+
+
+# -- talking to the cluster -------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.admin, self.watch = admin_client(args)
+
+    def replicas(self, topics: Iterable[str]) -> Assignment:
+        """Current replicas of every partition of `topics` (Kafka's order)."""
+        md = fetch_metadata(self.admin, self.watch)
+        out: Assignment = {}
+        for topic in topics:
+            t = md.topics.get(topic)
+            if t is None or t.error is not None:
+                raise CliError(f"Topic {topic} not found.")
+            for p, pm in t.partitions.items():
+                out[TopicPartition(topic, int(p))] = [int(r) for r in pm.replicas]
+        return out
+
+    def brokers(self) -> list[BrokerMetadata]:
+        try:
+            described = wait_result(
+                self.admin, self.watch, self.admin.describe_cluster(), "the cluster's brokers"
+            )
+        except KafkaException as e:
+            err = kafka_error(e)
+            raise CliError(error_text(err) if err is not None else str(e)) from None
+        return [BrokerMetadata(n.id, n.rack) for n in described.nodes]
+
+    def ongoing(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, Any]:
+        """Reassignments in progress (ListPartitionReassignments)."""
+        wanted = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            wanted = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        response = self._call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                              {"timeout": TIMEOUT_S * 1000, "topics": wanted})  # fmt: skip
+        return {
+            TopicPartition(t.name, p.partition_index): p
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    def alter(
+        self, targets: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, str]:
+        """Start (or, with None, cancel) reassignments; the error of each that failed."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in sorted(targets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "replicas": replicas}
+            )
+        response = self._call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {
+            "timeout": TIMEOUT_S * 1000,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        })  # fmt: skip
+        errors = {}
+        for t in response.responses:
+            for p in t.partitions:
+                if p.error_code != ErrorCode.none:
+                    code = ErrorCode(p.error_code)
+                    errors[TopicPartition(t.name, p.partition_index)] = (
+                        p.error_message or _describe(code)
+                    )
+        return errors
+
+    def _call(self, api_key: ApiKey, version: int, fields: dict[str, Any]) -> Any:
+        """One request to the active controller; on NOT_CONTROLLER or a lost
+        connection, ask the cluster again who it is, until the timeout."""
+        cls = request_class(api_key, version)
+        assert cls is not None
+        fields = {**fields, "timeout": _ms(fields["timeout"])}
+        body = encode_body(build_entity(cls, fields))
+        deadline = time.monotonic() + TIMEOUT_S
+        problem = "no controller"
+        while time.monotonic() < deadline:
+            md = fetch_metadata(self.admin, self.watch)
+            broker = md.brokers.get(md.controller_id)
+            if broker is not None:
+                try:
+                    raw = asyncio.run(_exchange((broker.host, broker.port), api_key, version, body))
+                    response: Any = decode_response(api_key, version, raw)
+                except (OSError, ConnectionError, TimeoutError, DecodeError) as e:
+                    problem = str(e) or type(e).__name__
+                else:
+                    code = ErrorCode(response.error_code)
+                    if code != ErrorCode.not_controller:
+                        if code != ErrorCode.none:
+                            raise CliError(response.error_message or _describe(code))
+                        return response
+                    problem = "the broker asked is no longer the controller"
+            time.sleep(0.2)
+        raise CliError(f"cannot reach the controller: {problem}")
+
+
+def _ms(value: float) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+def _describe(code: ErrorCode) -> str:
+    return code.name.upper()
+
+
+async def _exchange(
+    address: tuple[str, int], api_key: int, version: int, body: bytes
+) -> memoryview:
+    transport = NetworkTransport(
+        -1, lambda _: address, int(TIMEOUT_S * 1000), client_id="reassign-partitions-tool"
+    )
+    try:
+        return memoryview(bytes(await transport.request(0, api_key, version, body)))
+    finally:
+        await transport.close()
+
+
+# -- the actions ------------------------------------------------------------------------
+
+
+def generate(cluster: Cluster, args: argparse.Namespace) -> int:
+    topics = parse_topics(_read_json(args.topics_to_move_json_file))
+    try:
+        broker_ids = [int(b) for b in args.broker_list.split(",")]
+    except ValueError:
+        raise CliError(f"--broker-list {args.broker_list!r} is not a list of broker ids") from None
+    twice = sorted({b for b in broker_ids if broker_ids.count(b) > 1})
+    if twice:
+        raise CliError(f"Broker list contains duplicate entries: {twice}")
+    current = cluster.replicas(topics)
+    wanted = set(broker_ids)
+    brokers = [
+        BrokerMetadata(b.id, None if args.disable_rack_aware else b.rack)
+        for b in cluster.brokers()
+        if b.id in wanted
+    ]
+    racks = sum(1 for b in brokers if b.rack is not None)
+    if 0 < racks < len(brokers):
+        raise CliError(
+            "Not all brokers have rack information. Add --disable-rack-aware in command line "
+            "to make replica assignment without rack information."
+        )
+    proposed: Assignment = {}
+    for topic in topics:
+        parts = sorted(tp for tp in current if tp.topic == topic)
+        try:
+            placed = assign_replicas_to_brokers(brokers, len(parts), len(current[parts[0]]))
+        except KafkaError as e:
+            raise CliError(e.message or str(e)) from None
+        for p, replicas in placed.items():
+            proposed[TopicPartition(topic, p)] = replicas
+    print(f"Current partition replica assignment\n{reassignment_json(current)}\n")
+    print(f"Proposed partition reassignment configuration\n{reassignment_json(proposed)}")
+    return 0
+
+
+def execute(cluster: Cluster, args: argparse.Namespace) -> int:
+    targets = parse_reassignment(_read_json(args.reassignment_json_file))
+    if not args.additional and cluster.ongoing():
+        raise CliError(CANNOT_EXECUTE)
+    known = {b.id for b in cluster.brokers()}
+    unknown = sorted({r for rs in targets.values() for r in rs} - known)
+    if unknown:
+        raise CliError(f"Unknown broker id {unknown[0]}")
+    current = cluster.replicas({tp.topic for tp in targets})
+    missing = sorted(set(targets) - set(current))
+    if missing:
+        raise CliError("Unable to find partition: " + ", ".join(map(str, missing)))
+    print("Current partition replica assignment\n")
+    print(reassignment_json({tp: current[tp] for tp in targets}))
+    print("\nSave this to use as the --reassignment-json-file option during rollback")
+    errors = cluster.alter(dict(targets))
+    if errors:
+        return _failed("Error reassigning partition(s):", errors)
+    plural = "" if len(targets) == 1 else "s"
+    print(f"Successfully started partition reassignment{plural} for {_list(sorted(targets))}")
+    return 0
+
+
+def _failed(heading: str, errors: Mapping[TopicPartition, str]) -> int:
+    """Kafka's TerseException: the heading, a line per partition, exit code 1."""
+    print(heading)
+    for tp in sorted(errors):
+        print(f"{tp}: {errors[tp]}")
+    return 1
+
+
+def verify(cluster: Cluster, args: argparse.Namespace) -> int:
+    targets = parse_reassignment(_read_json(args.reassignment_json_file))
+    ongoing = cluster.ongoing()
+    current = cluster.replicas({tp.topic for tp in targets if tp not in ongoing})
+    print("\n".join(status_lines(targets, ongoing, current)))
+    return 0
+
+
+def cancel(cluster: Cluster, args: argparse.Namespace) -> int:
+    targets = parse_reassignment(_read_json(args.reassignment_json_file))
+    active = sorted(cluster.ongoing(targets))
+    if not active:
+        print("None of the specified partition reassignments are active.")
+        return 0
+    errors = cluster.alter(dict.fromkeys(active))
+    if errors:
+        plural = "" if len(errors) == 1 else "s"
+        return _failed(f"Error cancelling partition reassignment{plural} for:", errors)
+    plural = "" if len(active) == 1 else "s"
+    print(f"Successfully cancelled partition reassignment{plural} for: {_list(active)}")
+    return 0
+
+
+def list_reassignments(cluster: Cluster, args: argparse.Namespace) -> int:
+    print("\n".join(list_lines(cluster.ongoing())))
+    return 0
+
+
+_RUN = {
+    "generate": generate,
+    "execute": execute,
+    "verify": verify,
+    "cancel": cancel,
+    "list": list_reassignments,
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    action = _action(args)
+    cluster = Cluster(args)
+    return _RUN[action](cluster, args)

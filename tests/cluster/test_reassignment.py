@@ -1,0 +1,157 @@
+"""Partition reassignment (KIP-455) with real brokers and a real client of the APIs
+(kafka-python's AlterPartitionReassignments / ListPartitionReassignments), under
+acks=all load: the records move to the new replicas, the old ones are deleted,
+nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kafka import TopicPartition as KTP
+from kafka.admin import KafkaAdminClient
+
+from moldau.metadata.znodes import decode_topic
+from moldau.testing.local import LocalCluster
+from moldau.testing.process import wait_for
+from tests.cluster.test_replication import LAG_MS, Load, MakeCluster, partitions, verify
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path / "cluster", 3, {"replica.lag.time.max.ms": str(LAG_MS)}) as c:
+        yield c
+
+
+def test_a_topic_moves_to_other_brokers_under_load(
+    local_cluster: LocalCluster, topic_name: str
+) -> None:
+    cluster = local_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # Deleted logs are renamed *-delete and removed after file.delete.delay.ms.
+    new = NewTopic(
+        topic_name,
+        num_partitions=2,
+        replica_assignment=[[1, 2], [2, 1]],
+        config={"file.delete.delay.ms": "100"},
+    )
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    assert wait_for(
+        lambda: all(
+            len(isr) == 2 for _, _, isr in partitions(cluster.bootstrap, topic_name).values()
+        ),
+        20,
+    )
+    reassign = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        with Load(cluster.bootstrap, topic_name, idempotent=True) as load:
+            assert load.grows()
+            p0, p1 = KTP(topic_name, 0), KTP(topic_name, 1)
+            results = reassign.alter_partition_reassignments({p0: [2, 3], p1: [3, 2]})
+            assert results == {p0: None, p1: None}
+
+            def done() -> bool:
+                return not reassign.list_partition_reassignments()
+
+            assert wait_for(done, 30)
+            assert load.grows()
+        got = partitions(cluster.bootstrap, topic_name)
+        assert (got[0][1], got[1][1]) == ([2, 3], [2, 3])
+        assert got[0][0] in (2, 3) and got[1][0] in (2, 3)
+        stored = cluster.znode(f"/brokers/topics/{topic_name}")
+        assert stored is not None
+        topic = decode_topic(stored)
+        assert (topic.partitions, topic.adding_replicas) == ({0: [2, 3], 1: [3, 2]}, {})
+        assert wait_for(lambda: not list(cluster.data_dir(1).glob(f"{topic_name}-*")), 10)
+        # The new replicas hold everything: with broker 2 gone, 3 serves it all.
+        cluster.kill(2)
+        assert wait_for(
+            lambda: all(
+                lead == 3 for lead, _, _ in partitions(cluster.bootstrap, topic_name).values()
+            ),
+            20,
+        )
+        verify(load, cluster.bootstrap, topic_name, idempotent=True)
+    finally:
+        reassign.close()
+
+
+def reassign(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "moldau", "reassign-partitions", "--bootstrap-server", bootstrap,
+         *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_a_controller_killed_mid_reassignment_and_the_next_one_finishes_it(
+    make_cluster: MakeCluster, topic_name: str, tmp_path: Path
+) -> None:
+    """Brokers on ZooKeeper, driven by `moldau reassign-partitions`: the reassignment
+    waits on a paused new replica while the controller, which also leads the
+    partitions and is leaving them, is killed. The next controller reads the
+    half-done reassignment from the topic znode and, once the new replica is back
+    and caught up, finishes it; nothing acknowledged is lost."""
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    controller = cluster.controller_id()
+    assert controller is not None
+    stays, joins = [b for b in (1, 2, 3) if b != controller]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic_name, num_partitions=2, replica_assignment=[[controller, stays]] * 2)
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    assert wait_for(
+        lambda: all(
+            len(isr) == 2 for _, _, isr in partitions(cluster.bootstrap, topic_name).values()
+        ),
+        20,
+    )
+    target = [stays, joins]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": p, "replicas": target} for p in (0, 1)
+    ]}))  # fmt: skip
+    with Load(cluster.bootstrap, topic_name, idempotent=True) as load:
+        assert load.grows()
+        cluster.pause(joins)
+        started = reassign(cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan))
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout.endswith(
+            f"Successfully started partition reassignments for {topic_name}-0,{topic_name}-1\n"
+        )
+        listed = reassign(cluster.bootstrap, "--list").stdout.splitlines()
+        assert listed == [
+            "Current partition reassignments:",
+            *(f"{topic_name}-{p}: replicas: {stays},{joins},{controller}. adding: {joins}. "
+              f"removing: {controller}." for p in (0, 1)),
+        ]  # fmt: skip
+        cluster.kill(controller)
+        assert wait_for(lambda: cluster.controller_id() == stays, 30)
+        assert load.grows()
+        cluster.resume(joins)
+
+        def completed() -> bool:
+            out = reassign(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan))
+            return out.stdout.count("is completed.") == 2
+
+        assert wait_for(completed, 60, interval=0.5)
+        assert load.grows()
+    data = cluster.znode(f"/brokers/topics/{topic_name}")
+    assert data is not None
+    topic = decode_topic(data)
+    assert (topic.partitions, topic.adding_replicas, topic.removing_replicas) == (
+        {0: target, 1: target}, {}, {},
+    )  # fmt: skip
+    # The new replicas have it all: with the one that stayed gone, `joins` serves it.
+    cluster.kill(stays)
+    assert wait_for(
+        lambda: all(
+            lead == joins for lead, _, _ in partitions(cluster.bootstrap, topic_name).values()
+        ),
+        30,
+    )
+    verify(load, cluster.bootstrap, topic_name, idempotent=True)
