@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from throughput import create_topic, machine, started, warm_memory
+from throughput import create_topic, machine, publish, started, warm_memory
 
 PARTITIONS = 12
 MEMBERS = 4
@@ -198,11 +198,7 @@ def main() -> None:
         f"Offset commits (synchronous, one partition each, {COMMITS} of them): "
         f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, {rate:,.0f} commits/s.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.record:
-        with Path(__file__).with_name("RESULTS.md").open("a") as f:
-            f.write("\n" + text)
+    publish("\n".join(lines) + "\n", args.record)
 
 
 if __name__ == "__main__":

@@ -429,6 +429,14 @@ def warm_memory(gib: int) -> float:
     return time.monotonic() - start
 
 
+def publish(text: str, record: bool) -> None:
+    """Print a results section; with --record, append it to bench/RESULTS.md."""
+    print(text)
+    if record:
+        with Path(__file__).with_name("RESULTS.md").open("a") as f:
+            f.write("\n" + text)
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -514,11 +522,7 @@ def main() -> None:
     ]
     text = report(results, sizes, producers, consumers)
     text += f"\nMemory warmed before measuring: {args.warm_memory} GiB ({warmed:.0f} s).\n"
-    print(text)
-    if args.record:
-        path = Path(__file__).with_name("RESULTS.md")
-        with path.open("a") as f:
-            f.write("\n" + text)
+    publish(text, args.record)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+RECANCEL_AFTER_S = 1.0
+
 
 class TaskOwner:
     def __init__(self, name: str) -> None:
@@ -41,10 +43,18 @@ class TaskOwner:
         return len(self._tasks)
 
     async def close(self) -> None:
-        """Cancel every task and wait until all have finished."""
+        """Cancel every task and wait until all have finished. A task still running
+        after a while is cancelled again: Python 3.11's asyncio.wait_for loses a
+        cancellation that arrives as its inner future completes (gh-86296), and the
+        task then goes on, e.g. to wait on its queue forever."""
         self._closed = True
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        pending = set(self._tasks)
+        while pending:
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=RECANCEL_AFTER_S)
+            if pending:
+                log.warning(
+                    "%s: %s still running after cancel; cancelling again",
+                    self.name, sorted(t.get_name() for t in pending),
+                )  # fmt: skip

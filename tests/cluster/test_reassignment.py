@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,3 +156,59 @@ def test_a_controller_killed_mid_reassignment_and_the_next_one_finishes_it(
         30,
     )
     verify(load, cluster.bootstrap, topic_name, idempotent=True)
+
+
+def test_a_throttled_reassignment_copies_slowly_until_the_throttle_is_raised(
+    local_cluster: LocalCluster, topic_name: str, tmp_path: Path
+) -> None:
+    """--throttle sets Kafka's throttle configs (rates on the brokers, throttled
+    replicas on the topic); the new replica then gets no more than that rate, until
+    a new --throttle lifts it; --verify clears them once the move is done."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import ConfigResource
+
+    cluster = local_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic_name, num_partitions=1, replica_assignment=[[1]])
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
+    for _ in range(60_000):
+        producer.produce(topic_name, b"x" * 100, partition=0)
+    assert producer.flush(30) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [2]}
+    ]}))  # fmt: skip
+    started = reassign(cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan),
+                       "--throttle", "100000")  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "The inter-broker throttle limit was set to 100000 B/s" in started.stdout
+
+    def config(restype: ConfigResource.Type, name: str, key: str) -> str:
+        res = ConfigResource(restype, name)
+        return str(admin.describe_configs([res])[res].result(10)[key].value)
+
+    assert config(ConfigResource.Type.BROKER, "2", "follower.replication.throttled.rate") == (
+        "100000"
+    )
+    assert config(
+        ConfigResource.Type.TOPIC, topic_name, "leader.replication.throttled.replicas"
+    ) == ("0:1")
+    time.sleep(2)  # at 100 kB/s, far less than the 6 MB is copied by now
+    listed = reassign(cluster.bootstrap, "--list").stdout
+    assert f"{topic_name}-0: replicas: 2,1. adding: 2. removing: 1." in listed
+    copied = sum(f.stat().st_size for f in cluster.data_dir(2).glob(f"{topic_name}-0/*.log"))
+    assert copied < 4_000_000
+
+    lifted = reassign(cluster.bootstrap, "--execute", "--additional", "--reassignment-json-file",
+                      str(plan), "--throttle", "1000000000")  # fmt: skip
+    assert lifted.returncode == 0, lifted.stdout + lifted.stderr
+
+    def completed() -> bool:
+        out = reassign(cluster.bootstrap, "--verify", "--reassignment-json-file", str(plan))
+        return f"Reassignment of partition {topic_name}-0 is completed." in out.stdout
+
+    assert wait_for(completed, 30, interval=0.5)
+    assert config(ConfigResource.Type.BROKER, "2", "follower.replication.throttled.rate") == (
+        str(2**63 - 1)
+    )

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import (
     AdminClient,
@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
+from moldau.testing.process import BrokerProcess
 from tests.integration import requests as rq
 from tests.integration.clients import confluent_consume, confluent_produce, create_topic
 from tests.integration.kafka_wire import WireClient
@@ -240,3 +241,55 @@ def test_idempotent_producer(bootstrap: str, topic_name: str) -> None:
     assert sorted(o for _, o in acked) == list(range(2000))
     got = confluent_consume(bootstrap, topic_name, 2000)
     assert [v for *_, v, _ in got] == [b"%d" % i for i in range(2000)]
+
+
+def test_replication_quotas_are_dynamic_broker_configs(fresh_broker: BrokerProcess) -> None:
+    """As on Kafka: the replication throttle rates change at run time, for one broker
+    or (empty name) all, and say where their value comes from; other broker configs
+    are refused with INVALID_REQUEST."""
+    from confluent_kafka.admin import ConfigSource as Source
+
+    bootstrap = fresh_broker.start().bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    one = ConfigResource(ConfigResource.Type.BROKER, "1")
+
+    def alter(name: str, value: str | None) -> None:
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)
+        ])  # fmt: skip
+        admin.incremental_alter_configs([res])[res].result(10)
+
+    def alter_default(name: str, value: str) -> None:
+        """The cluster default: resource name "" (confluent-kafka cannot send it)."""
+        configs = [{"name": name, "config_operation": 0, "value": value}]
+        request = rq.request(44, 1, validate_only=False, resources=[
+            {"resource_type": 4, "resource_name": "", "configs": configs}
+        ])  # fmt: skip
+        with WireClient(bootstrap) as c:
+            [response] = c.request(request).responses
+        assert response.error_code == ErrorCode.none
+
+    def described(name: str) -> tuple[str, Source]:
+        entry = admin.describe_configs([one])[one].result(10)[name]
+        return entry.value, Source(entry.source)
+
+    rate = "leader.replication.throttled.rate"
+    assert described(rate) == (str(2**63 - 1), Source.DEFAULT_CONFIG)
+    alter_default(rate, "2000000")
+    assert described(rate) == ("2000000", Source.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    alter(rate, "1000000")
+    assert described(rate) == ("1000000", Source.DYNAMIC_BROKER_CONFIG)
+    alter(rate, None)
+    assert described(rate) == ("2000000", Source.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    with pytest.raises(KafkaException) as e:
+        alter("num.partitions", "3")
+    assert e.value.args[0].code() == KafkaError.INVALID_REQUEST
+    with pytest.raises(KafkaException) as e:
+        alter(rate, "fast")
+    assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
+    # The store keeps them: a restarted broker has them still.
+    fresh_broker.stop()
+    fresh_broker.start()
+    admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+    assert described(rate) == ("2000000", Source.DYNAMIC_DEFAULT_BROKER_CONFIG)

@@ -4,7 +4,7 @@ ListPartitionReassignments, sent to the active controller), with its JSON files,
 its output and its exit codes:
 
     --generate --topics-to-move-json-file F --broker-list 1,2,3 [--disable-rack-aware]
-    --execute  --reassignment-json-file F [--additional]
+    --execute  --reassignment-json-file F [--additional] [--throttle B/s]
     --verify   --reassignment-json-file F
     --cancel   --reassignment-json-file F
     --list
@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from moldau.cli.common import (
     TIMEOUT_S,
@@ -52,14 +58,14 @@ _REQUIRED = {
 }
 _PERMITTED = {
     "generate": {"topics_to_move_json_file", "broker_list", "disable_rack_aware"},
-    "execute": {"reassignment_json_file", "additional"},
+    "execute": {"reassignment_json_file", "additional", "throttle"},
     "verify": {"reassignment_json_file", "preserve_throttles"},
     "cancel": {"reassignment_json_file", "preserve_throttles"},
     "list": set(),
 }
 _OPTIONS = {
     "topics_to_move_json_file", "broker_list", "disable_rack_aware", "reassignment_json_file",
-    "additional", "preserve_throttles",
+    "additional", "preserve_throttles", "throttle",
 }  # fmt: skip
 
 CANNOT_EXECUTE = (
@@ -69,7 +75,15 @@ CANNOT_EXECUTE = (
     "current reassignment."
 )
 
+YOU_MUST_RUN_VERIFY = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to "
+    "ensure the throttle is removed."
+)
+TOPIC, BROKER = ResourceType.TOPIC, ResourceType.BROKER
+
 Assignment = dict[TopicPartition, list[int]]
+# (resource type, name) -> config -> value to set, or None to delete
+ConfigChanges = Mapping[tuple[ResourceType, str], Mapping[str, str | None]]
 
 
 def add_parser(sub: Any) -> None:
@@ -91,7 +105,11 @@ def add_parser(sub: Any) -> None:
                    '"replicas": [1, 2]}]}')  # fmt: skip
     p.add_argument("--additional", action="store_true",
                    help="--execute: while other reassignments are in progress")  # fmt: skip
-    p.add_argument("--preserve-throttles", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--throttle", type=int, metavar="B/s",
+                   help="--execute: limit the copying between brokers to this many bytes/s; "
+                   "--verify removes the limit once the reassignment is done")  # fmt: skip
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="--verify, --cancel: leave the throttles in place")  # fmt: skip
     add_command_config_argument(p)
     p.set_defaults(run=run)
 
@@ -106,6 +124,8 @@ def _action(args: argparse.Namespace) -> str:
     for name in _REQUIRED[action]:
         if getattr(args, name) in (None, False):
             raise CliError(f"--{action} needs --{name.replace('_', '-')}")
+    if args.throttle is not None and args.throttle < 0:
+        raise CliError(f"--throttle {args.throttle} is not a rate in bytes/s")
     for name in _OPTIONS - _PERMITTED[action]:
         if getattr(args, name) not in (None, False):
             raise CliError(f'Option "--{name.replace("_", "-")}" can\'t be used with action '
@@ -296,6 +316,27 @@ class Cluster:
                     )
         return errors
 
+    def alter_configs(self, changes: ConfigChanges) -> None:
+        """IncrementalAlterConfigs: for each (resource type, name), set (or, None,
+        delete) configs."""
+        resources = []
+        for (restype, name), configs in sorted(changes.items()):
+            entries = [
+                ConfigEntry(key, value, incremental_operation=(
+                    AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+                ))
+                for key, value in configs.items()
+            ]  # fmt: skip
+            resources.append(ConfigResource(restype, name, incremental_configs=entries))
+        # One call per resource: a BROKER resource goes to that broker, alone.
+        for resource in resources:
+            future = self.admin.incremental_alter_configs([resource])[resource]
+            try:
+                wait_result(self.admin, self.watch, future, f"the configs of {resource.name}")
+            except KafkaException as e:
+                err = kafka_error(e)
+                raise CliError(error_text(err) if err is not None else str(e)) from None
+
     def _call(self, api_key: ApiKey, version: int, fields: dict[str, Any]) -> Any:
         """One request to the active controller; on NOT_CONTROLLER or a lost
         connection, ask the cluster again who it is, until the timeout."""
@@ -384,9 +425,79 @@ def generate(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+BROKER_THROTTLES = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+)
+TOPIC_THROTTLES = (
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
+
+
+def throttled_replicas(
+    targets: Assignment, current: Assignment, ongoing: Mapping[TopicPartition, Any]
+) -> dict[str, tuple[str, str]]:
+    """Per topic, the leader-side throttled replicas (every source replica) and the
+    follower-side ones (every destination), as Kafka's calculateProposedMoveMap."""
+    moves: dict[TopicPartition, tuple[set[int], set[int]]] = {}
+    for tp, r in ongoing.items():
+        moves[tp] = (set(r.replicas) - set(r.adding_replicas), set(r.adding_replicas))
+    for tp, replicas in targets.items():
+        sources = moves[tp][0] if tp in moves else set(current[tp])
+        moves[tp] = (sources, set(replicas) - sources)
+    out: dict[str, tuple[set[tuple[int, int]], set[tuple[int, int]]]] = {}
+    for tp, (sources, destinations) in moves.items():
+        leader, follower = out.setdefault(tp.topic, (set(), set()))
+        leader |= {(tp.partition, b) for b in sources}
+        follower |= {(tp.partition, b) for b in destinations}
+    return {
+        topic: (
+            _list(f"{p}:{b}" for p, b in sorted(lead)),
+            _list(f"{p}:{b}" for p, b in sorted(fol)),
+        )
+        for topic, (lead, fol) in out.items()
+    }
+
+
+def _brokers_of(throttles: Mapping[str, tuple[str, str]]) -> set[int]:
+    return {
+        int(item.split(":")[1]) for pair in throttles.values() for side in pair
+        for item in side.split(",") if item
+    }  # fmt: skip
+
+
+def _set_throttles(
+    cluster: Cluster, throttle: int, throttles: Mapping[str, tuple[str, str]]
+) -> None:
+    topics = {(TOPIC, t): {TOPIC_THROTTLES[0]: lead, TOPIC_THROTTLES[1]: fol}
+              for t, (lead, fol) in throttles.items()}  # fmt: skip
+    cluster.alter_configs(topics)
+    rate = str(throttle)
+    brokers = {(BROKER, str(b)): {BROKER_THROTTLES[0]: rate, BROKER_THROTTLES[1]: rate}
+               for b in sorted(_brokers_of(throttles))}  # fmt: skip
+    cluster.alter_configs(brokers)
+    print(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+def _clear_throttles(cluster: Cluster, targets: Assignment) -> None:
+    """Kafka's clearAllThrottles: every broker of the cluster and of the targets,
+    every topic of the targets."""
+    brokers = sorted({b.id for b in cluster.brokers()} | {r for rs in targets.values() for r in rs})
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {_list(brokers)}")
+    cluster.alter_configs({(BROKER, str(b)): dict.fromkeys(BROKER_THROTTLES) for b in brokers})
+    topics = sorted({tp.topic for tp in targets})
+    plural = "" if len(topics) == 1 else "s"
+    print(f"Clearing topic-level throttles on topic{plural} {_list(topics)}")
+    cluster.alter_configs({(TOPIC, t): dict.fromkeys(TOPIC_THROTTLES) for t in topics})
+
+
 def execute(cluster: Cluster, args: argparse.Namespace) -> int:
     targets = parse_reassignment(_read_json(args.reassignment_json_file))
-    if not args.additional and cluster.ongoing():
+    ongoing = cluster.ongoing()
+    if not args.additional and ongoing:
         raise CliError(CANNOT_EXECUTE)
     known = {b.id for b in cluster.brokers()}
     unknown = sorted({r for rs in targets.values() for r in rs} - known)
@@ -399,6 +510,9 @@ def execute(cluster: Cluster, args: argparse.Namespace) -> int:
     print("Current partition replica assignment\n")
     print(reassignment_json({tp: current[tp] for tp in targets}))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
+    if args.throttle is not None:
+        print(YOU_MUST_RUN_VERIFY)
+        _set_throttles(cluster, args.throttle, throttled_replicas(targets, current, ongoing))
     errors = cluster.alter(dict(targets))
     if errors:
         return _failed("Error reassigning partition(s):", errors)
@@ -420,6 +534,8 @@ def verify(cluster: Cluster, args: argparse.Namespace) -> int:
     ongoing = cluster.ongoing()
     current = cluster.replicas({tp.topic for tp in targets if tp not in ongoing})
     print("\n".join(status_lines(targets, ongoing, current)))
+    if not ongoing and not args.preserve_throttles:
+        _clear_throttles(cluster, targets)
     return 0
 
 
@@ -428,13 +544,15 @@ def cancel(cluster: Cluster, args: argparse.Namespace) -> int:
     active = sorted(cluster.ongoing(targets))
     if not active:
         print("None of the specified partition reassignments are active.")
-        return 0
-    errors = cluster.alter(dict.fromkeys(active))
-    if errors:
-        plural = "" if len(errors) == 1 else "s"
-        return _failed(f"Error cancelling partition reassignment{plural} for:", errors)
-    plural = "" if len(active) == 1 else "s"
-    print(f"Successfully cancelled partition reassignment{plural} for: {_list(active)}")
+    else:
+        errors = cluster.alter(dict.fromkeys(active))
+        if errors:
+            plural = "" if len(errors) == 1 else "s"
+            return _failed(f"Error cancelling partition reassignment{plural} for:", errors)
+        plural = "" if len(active) == 1 else "s"
+        print(f"Successfully cancelled partition reassignment{plural} for: {_list(active)}")
+    if not args.preserve_throttles:
+        _clear_throttles(cluster, targets)
     return 0
 
 

@@ -21,6 +21,14 @@ log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 
+# Broker configs that AlterConfigs may change at run time, per broker or for all
+# (Kafka's DynamicConfig.Broker, the replication quotas).
+DYNAMIC_BROKER_CONFIGS = frozenset({
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})  # fmt: skip
+
 BROKER_CONFIG = ConfigDef(
     [
         ConfigKey("broker.id", T.INT, -1, I.HIGH,
@@ -117,6 +125,18 @@ BROKER_CONFIG = ConfigDef(
                   "Allow out-of-sync replicas to become leader as a last resort."),
         ConfigKey("replica.lag.time.max.ms", T.LONG, 30_000, I.HIGH,
                   "A follower that has not caught up for this long leaves the ISR."),
+        ConfigKey("leader.replication.throttled.rate", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Bytes/s this broker sends to followers of the throttled replicas of "
+                  "leader.replication.throttled.replicas (dynamic).", at_least(0)),
+        ConfigKey("follower.replication.throttled.rate", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Bytes/s this broker fetches for the throttled replicas of "
+                  "follower.replication.throttled.replicas (dynamic).", at_least(0)),
+        ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, LONG_MAX, I.MEDIUM,
+                  "Bytes/s of moves between log dirs (dynamic; accepted, unused).", at_least(0)),
+        ConfigKey("replication.quota.window.num", T.INT, 11, I.LOW,
+                  "Samples kept to measure replication rates.", at_least(1)),
+        ConfigKey("replication.quota.window.size.seconds", T.INT, 1, I.LOW,
+                  "Time span of each replication rate sample.", at_least(1)),
         ConfigKey("max.incremental.fetch.session.cache.slots", T.INT, 1000, I.MEDIUM,
                   "Incremental fetch sessions (KIP-227) a broker keeps at most.", at_least(0)),
         ConfigKey("replica.fetch.max.bytes", T.INT, 1_048_576, I.MEDIUM,

@@ -92,9 +92,11 @@ TOPIC_CONFIG = ConfigDef(
                   "Allow replicas outside the ISR to become leader as a last resort.", None,
                   "unclean.leader.election.enable"),
         ConfigKey("leader.replication.throttled.replicas", T.LIST, [], I.MEDIUM,
-                  "Replicas throttled on the leader side (accepted, not enforced).", None, None),
+                  "Partition:broker pairs (or *) whose leader holds data back from "
+                  "out-of-sync followers over leader.replication.throttled.rate.", None, None),
         ConfigKey("follower.replication.throttled.replicas", T.LIST, [], I.MEDIUM,
-                  "Replicas throttled on the follower side (accepted, not enforced).", None, None),
+                  "Partition:broker pairs (or *) whose out-of-sync follower fetches no more "
+                  "than follower.replication.throttled.rate.", None, None),
     ]
 )  # fmt: skip
 

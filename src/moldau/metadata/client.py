@@ -291,7 +291,17 @@ class MetadataClient:
 
     async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Replace the topic's overrides and announce the change to every broker."""
-        path = z.topic_config_path(topic)
+        await self._set_config(z.topic_config_path(topic), f"topics/{topic}", config)
+
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        """Dynamic configs of a broker id, or of DEFAULT_BROKER_ENTITY."""
+        found = await self.store.get_or_none(z.broker_config_path(entity))
+        return {} if found is None else z.decode_config(found[0])
+
+    async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        await self._set_config(z.broker_config_path(entity), f"brokers/{entity}", config)
+
+    async def _set_config(self, path: str, entity_path: str, config: Mapping[str, str]) -> None:
         data = z.encode_config(config)
         if await self.store.exists(path) is None:
             await self.store.create(path, data, make_parents=True)
@@ -299,7 +309,7 @@ class MetadataClient:
             await self.store.set(path, data)
         await self.store.create(
             f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
-            z.encode_config_change(f"topics/{topic}"),
+            z.encode_config_change(entity_path),
             sequential=True,
         )
 

@@ -28,6 +28,9 @@ CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+# The entity of the cluster-wide dynamic broker defaults.
+DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 CONTROLLER = "/controller"
@@ -75,6 +78,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """A broker id, or DEFAULT_BROKER_ENTITY."""
+    return f"{CONFIG_BROKERS}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from moldau.clock import Clock
 from moldau.metrics.stats import BrokerTopicStats, TopicMeter
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.quota import ReplicationQuota
 from moldau.tasks import TaskOwner
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class FollowerSetup:
     config: FetcherConfig
     clock: Clock
     topic_stats: BrokerTopicStats | None = None
+    quota: ReplicationQuota | None = None  # follower.replication.throttled.*
 
 
 class ReplicaFetcher:
@@ -103,6 +105,7 @@ class ReplicaFetcher:
         self.config = setup.config
         self.clock = setup.clock
         self.topic_stats = setup.topic_stats
+        self.quota = setup.quota
         # partition -> the leader epoch it follows in (from LeaderAndIsr)
         self.partitions: dict[TopicPartition, int] = {}
         # partition -> monotonic ms before which it is not fetched (after an error)
@@ -120,10 +123,12 @@ class ReplicaFetcher:
 
     async def run(self) -> None:
         while True:
-            wanted = self._fetchable()
+            wanted, held_back = self._fetchable()
             if not wanted:
                 self._changed.clear()
                 delays = [d for tp, d in self._delayed_until.items() if tp in self.partitions]
+                if held_back:  # by the throttle: look again after the backoff
+                    delays.append(self.clock.monotonic_ms() + self.config.backoff_ms)
                 timeout = max(0, min(delays) - self.clock.monotonic_ms()) / 1000 if delays else None
                 with contextlib.suppress(TimeoutError):  # a delayed partition is due
                     await asyncio.wait_for(self._changed.wait(), timeout)
@@ -155,14 +160,27 @@ class ReplicaFetcher:
             # Let the event loop serve other work between rounds.
             await asyncio.sleep(0)
 
-    def _fetchable(self) -> list[FollowerFetchPartition]:
+    def _fetchable(self) -> tuple[list[FollowerFetchPartition], bool]:
+        """What to fetch now, and whether the throttle held some partition back."""
         now = self.clock.monotonic_ms()
         out = []
+        quota = self.quota
+        exceeded = quota is not None and quota.throttled and quota.is_quota_exceeded()
+        held_back = False
         for tp, epoch in self.partitions.items():
             if self._delayed_until.get(tp, 0) > now:
                 continue
             p = self.lookup(tp)
             if p is None or p.log is None or p.is_leader:
+                continue
+            # Kafka's shouldFollowerThrottle: not in sync, throttled, over the quota.
+            if (
+                exceeded
+                and quota is not None
+                and quota.is_throttled(tp.topic, tp.partition)
+                and self.replica_id not in p.isr
+            ):
+                held_back = True
                 continue
             lg = p.log
             out.append(
@@ -175,7 +193,7 @@ class ReplicaFetcher:
                     self.config.partition_max_bytes,
                 )
             )
-        return out
+        return out, held_back
 
     def _process(self, result: FollowerFetchResult, asked: FollowerFetchPartition | None) -> None:
         tp = result.tp
@@ -202,6 +220,12 @@ class ReplicaFetcher:
                         self.topic_stats.mark(
                             tp.topic, TopicMeter.REPLICATION_BYTES_IN, len(result.records)
                         )
+                    if (
+                        self.quota is not None
+                        and result.records
+                        and self.quota.is_throttled(tp.topic, tp.partition)
+                    ):
+                        self.quota.record(len(result.records))
                 return
             if error == ErrorCode.offset_out_of_range:
                 # Our log end is beyond the leader's or below its start: start again

@@ -3,6 +3,7 @@ through them (Kafka's ReplicaManager)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from moldau.replication.partition import (
     Partition,
 )
 from moldau.replication.purgatory import DelayedOperationPurgatory, Timer
+from moldau.replication.quota import ReplicationQuota
 from moldau.storage.checkpoint import OffsetCheckpointFile, Snapshot, SnapshotWriter
 from moldau.storage.log import EMPTY, FetchDataInfo
 from moldau.storage.log_config import LogConfig
@@ -96,10 +98,15 @@ class ReplicaManager:
         fetch_client: FetchClient | None = None,
         fetcher_config: FetcherConfig | None = None,
         topic_stats: BrokerTopicStats | None = None,
+        quota_window: tuple[int, int] = (11, 1000),  # samples, ms each
     ) -> None:
         self.broker_id = broker_id
         self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
         self.isr_meters = IsrChangeMeters()
+        # Replication throttles (KIP-73): what this broker sends as a leader, and
+        # fetches as a follower, for replicas that are not in sync.
+        self.leader_quota = ReplicationQuota(clock, *quota_window)
+        self.follower_quota = ReplicationQuota(clock, *quota_window)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.alter_partition = alter_partition
         self.log_manager = log_manager
@@ -112,7 +119,13 @@ class ReplicaManager:
             config = fetcher_config or FetcherConfig()
             self.fetchers = ReplicaFetcherManager(
                 FollowerSetup(
-                    broker_id, fetch_client, self.partitions.get, config, clock, self.topic_stats
+                    broker_id,
+                    fetch_client,
+                    self.partitions.get,
+                    config,
+                    clock,
+                    self.topic_stats,
+                    self.follower_quota,
                 )
             )
         self.controller_epoch = 0
@@ -432,6 +445,8 @@ class ReplicaManager:
                         stats.mark(r.tp.topic, TopicMeter.FAILED_FETCH_REQUESTS)
                 elif r.info is not None and r.info.data.size:
                     stats.mark(r.tp.topic, out, r.info.data.size)
+                    if follower and self.leader_quota.is_throttled(r.tp.topic, r.tp.partition):
+                        self.leader_quota.record(r.info.data.size)
             respond(reads)
 
         # Errors, and followers that must first cut their logs, are answered at once.
@@ -464,6 +479,8 @@ class ReplicaManager:
                     min_one_message=min_one,
                     last_fetched_epoch=p.last_fetched_epoch,
                 )
+                if params.is_from_follower and self._leader_throttles(partition, params):
+                    info = dataclasses.replace(info, data=FetchDataInfo(p.fetch_offset, EMPTY))
                 # A diverged follower's offset says nothing of what it has.
                 if params.is_from_follower and info.diverging_epoch is None:
                     moved = partition.update_follower_fetch_state(
@@ -492,6 +509,16 @@ class ReplicaManager:
             out.append(read)
         return out
 
+    def _leader_throttles(self, partition: Partition, params: FetchParams) -> bool:
+        """Kafka's shouldLeaderThrottle: a throttled partition's data is held back
+        from a follower out of the ISR while the leader's quota is exceeded."""
+        tp = partition.tp
+        return (
+            self.leader_quota.is_throttled(tp.topic, tp.partition)
+            and params.replica_id not in partition.isr
+            and self.leader_quota.is_quota_exceeded()
+        )
+
     def bytes_available(self, params: FetchParams, p: FetchPartitionRead) -> int:
         """Bytes a delayed fetch could now return for `p`; -1 if the partition's
         situation changed so that the fetch must answer now."""
@@ -510,6 +537,8 @@ class ReplicaManager:
             return -1
         if end <= p.fetch_offset:
             return 0
+        if params.is_from_follower and self._leader_throttles(partition, params):
+            return 0  # what it may not send does not complete the wait
         try:
             return lg.read(p.fetch_offset, p.max_bytes, end, True).size
         except KafkaError:

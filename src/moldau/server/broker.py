@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 from prometheus_client.exposition import generate_latest
 
 from moldau.clock import SYSTEM_CLOCK, Clock
-from moldau.config.broker import BrokerConfig
+from moldau.config.broker import LONG_MAX, BrokerConfig
 from moldau.controller.admin import TopicAdmin
 from moldau.controller.channel import BrokerTransport, InProcessTransport
 from moldau.controller.controller import Controller, LeaderRebalance
@@ -47,11 +48,13 @@ from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from moldau.protocol.wire import Reader
 from moldau.replication.fetcher import FetcherConfig
 from moldau.replication.purgatory import AsyncioTimer, Timer
+from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
 from moldau.server.apis import KafkaApis
 from moldau.server.control_client import NetworkTransport
+from moldau.server.dynamic_broker_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchManager, FetchSessionCache
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.network import SocketServer
@@ -119,6 +122,9 @@ class Broker:
         self.log_manager = LogManager(config.log_dirs, clock, self.broker_id, self.failure_channel)
         self.metadata_cache = MetadataCache(self.broker_id)
         self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
+        self.dynamic_config = DynamicBrokerConfig(self.client, config)
+        self.topic_configs.broker_listeners.append(self.dynamic_config.on_change)
+        self.dynamic_config.listeners.append(self._update_quota_bounds)
         self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
         self.fetch_manager = FetchManager(
             FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], clock)
@@ -151,6 +157,8 @@ class Broker:
             self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config,
             config["replica.lag.time.max.ms"], self.alter_partition_manager,
             self.fetch_client, fetcher_config, self.topic_stats,
+            (config["replication.quota.window.num"],
+             config["replication.quota.window.size.seconds"] * 1000),
         )  # fmt: skip
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
@@ -210,6 +218,10 @@ class Broker:
             config["cluster.id"] or new_cluster_id()
         )
         await self.topic_configs.load(self._topics_on_disk())
+        await self.dynamic_config.load()
+        self._update_quota_bounds()
+        for topic in list(self.topic_configs.overrides):
+            self._update_throttled_replicas(topic)
         loop = asyncio.get_running_loop()
 
         def on_failure(log_dir: Path) -> None:
@@ -511,8 +523,28 @@ class Broker:
 
     def _on_topic_config_change(self, topic: str) -> None:
         # As Kafka's TopicConfigHandler: the controller retries leaderless partitions.
-        if self.topic_configs.values(topic)["unclean.leader.election.enable"]:
+        values = self.topic_configs.values(topic)
+        if values["unclean.leader.election.enable"]:
             self.controller.enable_topic_unclean_leader_election(topic)
+        self._update_throttled_replicas(topic)
+
+    def _update_throttled_replicas(self, topic: str) -> None:
+        values = self.topic_configs.values(topic)
+        rm = self.replica_manager
+        for quota, key in (
+            (rm.leader_quota, "leader.replication.throttled.replicas"),
+            (rm.follower_quota, "follower.replication.throttled.replicas"),
+        ):
+            quota.mark_throttled(topic, throttled_partitions(values[key] or [], self.broker_id))
+
+    def _update_quota_bounds(self) -> None:
+        rm = self.replica_manager
+        for quota, key in (
+            (rm.leader_quota, "leader.replication.throttled.rate"),
+            (rm.follower_quota, "follower.replication.throttled.rate"),
+        ):
+            rate = self.dynamic_config[key]
+            quota.update_bound(math.inf if rate >= LONG_MAX else float(rate))
 
     async def _unclean_election_enabled(self, topic: str) -> bool:
         overrides = await self.client.get_topic_config(topic)

@@ -1,12 +1,13 @@
 """Topic config overrides on this broker: loaded from /config/topics, kept current
 through the /config/changes notifications (Kafka's DynamicConfigManager), and
-resolved against the broker's defaults into each log's LogConfig."""
+resolved against the broker's defaults into each log's LogConfig. Notifications
+about brokers' dynamic configs go to `broker_listeners`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from moldau.config.broker import BrokerConfig
@@ -35,6 +36,8 @@ class TopicConfigs:
         self._tasks = TaskOwner("topic-configs")
         # Called with a topic's name after its overrides changed.
         self.listeners: list[Callable[[str], None]] = []
+        # Called with the entity (a broker id or <default>) of a broker config change.
+        self.broker_listeners: list[Callable[[str], Awaitable[None]]] = []
 
     async def load(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -84,6 +87,9 @@ class TopicConfigs:
                 self._last_change = seq
                 if entity is not None and entity.startswith("topics/"):
                     await self._apply(entity.split("/", 1)[1])
+                elif entity is not None and entity.startswith("brokers/"):
+                    for listener in self.broker_listeners:
+                        await listener(entity.split("/", 1)[1])
             await self._changes.wait()
 
     async def _apply(self, topic: str) -> None:

@@ -1,13 +1,16 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): topic
-configs (stored in /config/topics), and this broker's static config (read only)."""
+configs (stored in /config/topics), and this broker's configs: static, except the
+dynamic ones (the replication quotas), stored in /config/brokers/<id> or, for the
+empty resource name, /config/brokers/<default>."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from moldau.config.broker import BROKER_CONFIG
+from moldau.config.broker import BROKER_CONFIG, DYNAMIC_BROKER_CONFIGS
 from moldau.config.configdef import ConfigType, to_string
 from moldau.config.topic import TOPIC_CONFIG, ConfigSource, describe, validate_topic_overrides
+from moldau.metadata.znodes import DEFAULT_BROKER_ENTITY
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import (
@@ -35,24 +38,47 @@ async def _topic_overrides(broker: Broker, topic: str) -> dict[str, str]:
 
 
 def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
+    dynamic = broker.dynamic_config
     out = []
     for key in BROKER_CONFIG.keys.values():
-        explicit = key.name in broker.config.explicit
-        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
-        value = to_string(broker.config[key.name])
+        current, source = dynamic.value_and_source(key.name)
+        value = to_string(current)
+        layers: list[tuple[str | None, ConfigSource]] = [
+            (layer[key.name], kind)
+            for layer, kind in (
+                (dynamic.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (dynamic.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            )
+            if key.name in layer
+        ]
+        if key.name in broker.config.explicit:
+            layers.append((to_string(broker.config[key.name]), ConfigSource.STATIC_BROKER_CONFIG))
+        layers.append((to_string(key.default), ConfigSource.DEFAULT_CONFIG))
+        synonyms = [{"name": key.name, "value": v, "source": int(s)} for v, s in layers]
         out.append(
             {
                 "name": key.name,
                 "value": value,
-                "read_only": True,
+                "read_only": key.name not in DYNAMIC_BROKER_CONFIGS,
                 "config_source": int(source),
                 "is_sensitive": key.type == ConfigType.PASSWORD,
-                "synonyms": [{"name": key.name, "value": value, "source": int(source)}],
+                "synonyms": synonyms,
                 "config_type": int(key.type),
                 "documentation": key.doc,
             }
         )
     return out
+
+
+def _broker_entity(broker: Broker, name: str) -> str:
+    if name == "":
+        return DEFAULT_BROKER_ENTITY
+    if name != str(broker.broker_id):
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker.broker_id} or empty string, but received "
+            f"{name}"
+        )
+    return name
 
 
 async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Response:
@@ -89,11 +115,7 @@ async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Respon
                     for c in describe(overrides, broker.config)
                 ]
             elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(broker.broker_id)):
-                    raise InvalidRequestError(
-                        f"Unexpected broker id, expected {broker.broker_id} or empty string, "
-                        f"but received {res.resource_name}"
-                    )
+                _broker_entity(broker, res.resource_name)
                 configs = _broker_configs(broker)
                 for c in configs:
                     if not synonyms:
@@ -123,13 +145,34 @@ async def _alter_topic(
         await broker.client.set_topic_config(topic, new)
 
 
-def _not_for_brokers(resource_type: int) -> None:
+async def _alter_broker(
+    broker: Broker, entity: str, new: dict[str, str], validate_only: bool
+) -> None:
+    static = sorted(set(new) - DYNAMIC_BROKER_CONFIGS)
+    if static:
+        raise InvalidRequestError(f"Cannot update these configs dynamically: {static}")
+    for name, value in new.items():
+        BROKER_CONFIG.parse_value(name, value)
+    if not validate_only:
+        await broker.client.set_broker_config(entity, new)
+
+
+async def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
+    """The stored overrides of a topic, or dynamic configs of a broker entity."""
+    if resource_type == TOPIC:
+        return await _topic_overrides(broker, name)
     if resource_type == BROKER:
-        raise InvalidRequestError(
-            "Dynamic broker configs are not supported: set them in server.properties"
-        )
-    if resource_type != TOPIC:
-        raise InvalidRequestError(f"Unsupported resource type {resource_type}")
+        return await broker.client.get_broker_config(_broker_entity(broker, name))
+    raise InvalidRequestError(f"Unsupported resource type {resource_type}")
+
+
+async def _alter(
+    broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool
+) -> None:
+    if resource_type == TOPIC:
+        await _alter_topic(broker, name, new, validate_only)
+    else:
+        await _alter_broker(broker, _broker_entity(broker, name), new, validate_only)
 
 
 async def handle_alter_configs(broker: Broker, ctx: RequestContext) -> Response:
@@ -142,10 +185,9 @@ async def handle_alter_configs(broker: Broker, ctx: RequestContext) -> Response:
             "error_code": ErrorCode.none,
         }
         try:
-            _not_for_brokers(res.resource_type)
-            await _topic_overrides(broker, res.resource_name)
+            await _current(broker, res.resource_type, res.resource_name)
             new = {c.name: c.value for c in res.configs if c.value is not None}
-            await _alter_topic(broker, res.resource_name, new, bool(req.validate_only))
+            await _alter(broker, res.resource_type, res.resource_name, new, bool(req.validate_only))
         except KafkaError as e:
             response["error_code"] = e.code
             response["error_message"] = e.message or None
@@ -165,15 +207,13 @@ async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext) 
             "error_code": ErrorCode.none,
         }
         try:
-            _not_for_brokers(res.resource_type)
-            current = await _topic_overrides(broker, res.resource_name)
-            new = dict(current)
+            new = dict(await _current(broker, res.resource_type, res.resource_name))
             names = [c.name for c in res.configs]
             if len(names) != len(set(names)):
                 raise InvalidRequestError("Error due to duplicate config keys")
             for c in res.configs:
-                _apply(new, c.name, c.config_operation, c.value, broker)
-            await _alter_topic(broker, res.resource_name, new, bool(req.validate_only))
+                _apply(new, c.name, c.config_operation, c.value, broker, res.resource_type)
+            await _alter(broker, res.resource_type, res.resource_name, new, bool(req.validate_only))
         except KafkaError as e:
             response["error_code"] = e.code
             response["error_message"] = e.message or None
@@ -183,10 +223,18 @@ async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext) 
     )
 
 
-def _apply(config: dict[str, str], name: str, op: int, value: str | None, broker: Broker) -> None:
-    key = TOPIC_CONFIG.keys.get(name)
+def _apply(
+    config: dict[str, str],
+    name: str,
+    op: int,
+    value: str | None,
+    broker: Broker,
+    resource_type: int,
+) -> None:
+    kind = "topic" if resource_type == TOPIC else "broker"
+    key = (TOPIC_CONFIG if resource_type == TOPIC else BROKER_CONFIG).keys.get(name)
     if key is None:
-        raise InvalidConfigError(f"Unknown topic config name: {name}")
+        raise InvalidConfigError(f"Unknown {kind} config name: {name}")
     if op == SET:
         if value is None:
             raise InvalidRequestError(f"Null value not supported for {name}")
@@ -200,7 +248,9 @@ def _apply(config: dict[str, str], name: str, op: int, value: str | None, broker
         items = (
             [i for i in current.split(",") if i]
             if current is not None
-            else list(broker.config.topic_default(key) or [])
+            else list(
+                (broker.config.topic_default(key) if resource_type == TOPIC else key.default) or []
+            )
         )
         given = [i.strip() for i in (value or "").split(",") if i.strip()]
         if op == APPEND:
