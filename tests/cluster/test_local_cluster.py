@@ -30,6 +30,20 @@ def isrs_full(bootstrap: str, topic: str) -> bool:
     return all(len(isr) == 3 for _, _, isr in partitions(bootstrap, topic).values())
 
 
+def create_led_by_1_and_2(cluster: LocalCluster, topic: str) -> None:
+    """Two partitions on all three brokers, led by 1 (also the controller) and 2."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(
+        topic,
+        num_partitions=2,
+        replica_assignment=[[1, 2, 3], [2, 3, 1]],
+        config={"min.insync.replicas": "2"},
+    )
+    admin.create_topics([new])[topic].result(timeout=30)
+    assert wait_for(lambda: isrs_full(cluster.bootstrap, topic), 20)
+    assert cluster.controller_id() == 1
+
+
 def test_acks_all_writes_survive_kills_and_controlled_shutdowns(
     local_cluster: LocalCluster, topic_name: str
 ) -> None:
@@ -38,16 +52,7 @@ def test_acks_all_writes_survive_kills_and_controlled_shutdowns(
     is lost or duplicated, the controlled shutdown leaves no ack gap of a second,
     and a preferred election gives the leaders back."""
     cluster = local_cluster
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    new = NewTopic(
-        topic_name,
-        num_partitions=2,
-        replica_assignment=[[1, 2, 3], [2, 3, 1]],
-        config={"min.insync.replicas": "2"},
-    )
-    admin.create_topics([new])[topic_name].result(timeout=30)
-    assert wait_for(lambda: isrs_full(cluster.bootstrap, topic_name), 20)
-    assert cluster.controller_id() == 1
+    create_led_by_1_and_2(cluster, topic_name)
     with Load(cluster.bootstrap, topic_name, idempotent=True) as load:
         assert load.grows()
         cluster.kill(1)
@@ -89,3 +94,26 @@ def test_a_topic_deleted_while_a_broker_is_down(
     local_cluster: LocalCluster, topic_name: str
 ) -> None:
     deletion_while_a_broker_is_down(local_cluster, topic_name)
+
+
+def test_an_isolated_controller_and_leader_is_replaced_and_rejoins(
+    tmp_path: Path, topic_name: str
+) -> None:
+    """A network partition in one process: broker 1 (controller, leader of partition
+    0) is cut off under idempotent acks=all load. Its session expires, another
+    broker becomes controller and leader, the writes go on; healed, broker 1 registers
+    again, follows and rejoins the ISR; nothing acknowledged is lost."""
+    overrides = {"replica.lag.time.max.ms": str(LAG_MS), "zookeeper.session.timeout.ms": "2000"}
+    with LocalCluster(tmp_path / "cluster", 3, overrides) as cluster:
+        create_led_by_1_and_2(cluster, topic_name)
+        others = ",".join(cluster.bootstrap_of(b) for b in (2, 3))
+        with Load(others, topic_name, idempotent=True) as load:
+            assert load.grows()
+            cluster.isolate(1)
+            assert wait_for(lambda: cluster.controller_id() in (2, 3), 10)
+            assert wait_for(lambda: partitions(others, topic_name)[0][0] in (2, 3), 10)
+            assert load.grows()
+            cluster.heal(1)
+            assert wait_for(lambda: isrs_full(cluster.bootstrap, topic_name), 30)
+            assert load.grows()
+        verify(load, cluster.bootstrap, topic_name, idempotent=True)

@@ -48,12 +48,24 @@ class ControlRequestHandler(Protocol):
 
 
 class InProcessTransport:
-    """Delivers control requests to brokers living in this process (embedded mode)."""
+    """Delivers control requests to brokers living in this process (embedded mode).
+    `for_broker` gives one broker's view, which fails like a network when the
+    other end is unreachable (LocalCluster.isolate)."""
 
-    def __init__(self) -> None:
-        self.brokers: dict[int, ControlRequestHandler] = {}
+    def __init__(
+        self,
+        brokers: dict[int, ControlRequestHandler] | None = None,
+        reachable: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.brokers: dict[int, ControlRequestHandler] = {} if brokers is None else brokers
+        self._reachable = reachable
+
+    def for_broker(self, reachable: Callable[[int], bool]) -> InProcessTransport:
+        return InProcessTransport(self.brokers, reachable)
 
     async def send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
+        if self._reachable is not None and not self._reachable(broker_id):
+            raise ConnectionError(f"broker {broker_id} is unreachable")
         handler = self.brokers.get(broker_id)
         if handler is None:
             raise ConnectionError(f"broker {broker_id} is not running in this process")

@@ -339,9 +339,21 @@ class EmbeddedTree:
 
 
 class EmbeddedSession(MetadataStore):
+    """A broker's session. `isolate` cuts it off as a network partition cuts a
+    ZooKeeper client off: operations wait, watch events are held, and after the
+    session timeout the session expires (its ephemeral nodes go); `heal` reconnects,
+    on a new session if it expired, and delivers what was held, as the ZooKeeper
+    backend does after a reconnect."""
+
     def __init__(self, tree: EmbeddedTree) -> None:
         self._tree = tree
         self._sid = 0
+        self._connected = asyncio.Event()
+        self._connected.set()
+        self._wrappers: dict[Watcher, Watcher] = {}
+        self._held: list[tuple[Watcher, WatchedEvent]] = []
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expired = False
 
     @property
     def session_id(self) -> int:
@@ -351,7 +363,54 @@ class EmbeddedSession(MetadataStore):
         self._sid = self._tree.open_session()
 
     async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
         self._tree.close_session(self._sid)
+        self._held.clear()
+        self._connected.set()
+
+    # -- network faults (in-process clusters) --------------------------------------------
+
+    def isolate(self, session_timeout_s: float) -> None:
+        self._connected.clear()
+        self._expiry = asyncio.get_running_loop().call_later(session_timeout_s, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._tree.close_session(self._sid)
+
+    def heal(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if self._expired:
+            self._expired = False
+            self._sid = self._tree.open_session()
+        self._connected.set()
+        held, self._held = self._held, []
+        for watch, event in held:
+            watch(event)
+
+    async def _reachable(self) -> None:
+        if not self._connected.is_set():
+            await self._connected.wait()
+
+    def _watch(self, watch: Watcher | None) -> Watcher | None:
+        if watch is None:
+            return None
+        wrapper = self._wrappers.get(watch)
+        if wrapper is None:
+
+            def wrapper(event: WatchedEvent, watch: Watcher = watch) -> None:
+                if self._connected.is_set():
+                    watch(event)
+                else:
+                    self._held.append((watch, event))
+
+            self._wrappers[watch] = wrapper
+        return wrapper
+
+    # -- operations ----------------------------------------------------------------------
 
     async def create(
         self,
@@ -362,6 +421,7 @@ class EmbeddedSession(MetadataStore):
         sequential: bool = False,
         make_parents: bool = False,
     ) -> str:
+        await self._reachable()
         if make_parents:
             await self.ensure_path(parent_of(path))
         result = self._tree.apply([CreateOp(path, data, ephemeral, sequential)], self._sid)[0]
@@ -369,14 +429,17 @@ class EmbeddedSession(MetadataStore):
         return result
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
-        return self._tree.get(path, watch, self._sid)
+        await self._reachable()
+        return self._tree.get(path, self._watch(watch), self._sid)
 
     async def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> Stat:
+        await self._reachable()
         result = self._tree.apply([SetDataOp(path, data, version)], self._sid)[0]
         assert isinstance(result, Stat)
         return result
 
     async def delete(self, path: str, version: int = ANY_VERSION, recursive: bool = False) -> None:
+        await self._reachable()
         ops: list[Op] = []
         if recursive:
             ops = [DeleteOp(p) for p in self._tree.subtree(path)]
@@ -384,10 +447,13 @@ class EmbeddedSession(MetadataStore):
         self._tree.apply(ops, self._sid)
 
     async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
-        return self._tree.exists(path, watch, self._sid)
+        await self._reachable()
+        return self._tree.exists(path, self._watch(watch), self._sid)
 
     async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
-        return self._tree.children(path, watch, self._sid)
+        await self._reachable()
+        return self._tree.children(path, self._watch(watch), self._sid)
 
     async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
+        await self._reachable()
         return self._tree.apply(ops, self._sid)

@@ -106,7 +106,10 @@ class Broker:
         transport: BrokerTransport,
         clock: Clock = SYSTEM_CLOCK,
         timer: Timer | None = None,
+        reachable: Callable[[int], bool] | None = None,
     ) -> None:
+        """`reachable` says whether another broker can be reached (in-process
+        clusters cut one off the network with it)."""
         self.config = config
         self.broker_id = config.broker_id
         if self.broker_id < 0:
@@ -137,10 +140,15 @@ class Broker:
             return self.metadata_cache.endpoint(b, config["inter.broker.listener.name"])
 
         timeout = config["controller.socket.timeout.ms"]
-        self.controller_link = NetworkTransport(self.broker_id, endpoint, timeout)
+        self.controller_link = NetworkTransport(
+            self.broker_id, endpoint, timeout, reachable=reachable
+        )
         self.fetch_client = NetworkFetchClient(
             lambda: NetworkTransport(
-                self.broker_id, endpoint, timeout + config["replica.fetch.wait.max.ms"]
+                self.broker_id,
+                endpoint,
+                timeout + config["replica.fetch.wait.max.ms"],
+                reachable=reachable,
             )
         )
         fetcher_config = FetcherConfig(
@@ -604,6 +612,12 @@ class Broker:
         )
         code, remaining = controlled_shutdown.decode_response(Reader(body))
         return ErrorCode(code), [TopicPartition(t, p) for t, p in remaining]
+
+    def isolate(self, isolated: bool) -> None:
+        """Listeners drop their connections and refuse new ones, or take them again
+        (an in-process cluster's network partition; see EmbeddedCluster)."""
+        for server in self.servers:
+            server.isolate(isolated)
 
     async def shutdown(self, controlled: bool | None = None) -> None:
         """Move leaderships away (a controlled shutdown: by default on ZooKeeper,

@@ -46,8 +46,11 @@ class NetworkTransport:
         resolve: Resolver,
         timeout_ms: int = 30_000,
         client_id: str | None = None,
+        reachable: Callable[[int], bool] | None = None,
     ) -> None:
         self._client_id = client_id or f"controller-{controller_id}"
+        # In-process clusters cut a broker off the network (LocalCluster.isolate).
+        self._reachable = reachable
         self._resolve = resolve
         self._timeout_s = timeout_ms / 1000
         self._connections: dict[int, _Connection] = {}
@@ -61,6 +64,10 @@ class NetworkTransport:
         return await self._guarded(broker_id, self._exchange(broker_id, api_key, version, body))
 
     async def _guarded(self, broker_id: int, work: Coroutine[Any, Any, T]) -> T:
+        if self._reachable is not None and not self._reachable(broker_id):
+            work.close()
+            self._drop(broker_id)
+            raise ConnectionError(f"broker {broker_id} is unreachable")
         try:
             return await asyncio.wait_for(work, self._timeout_s)
         except asyncio.IncompleteReadError as e:

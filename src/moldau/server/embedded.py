@@ -11,7 +11,7 @@ from pathlib import Path
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.controller.channel import InProcessTransport
-from moldau.metadata.embedded import EmbeddedTree
+from moldau.metadata.embedded import EmbeddedSession, EmbeddedTree
 from moldau.server.broker import Broker, parse_listeners
 
 METADATA_DIR = "@metadata"  # '@' cannot start a topic name, so no log is ever named so
@@ -25,6 +25,9 @@ class EmbeddedCluster:
         self.transport = InProcessTransport()
         self.clock = clock
         self.configs = {c.broker_id: c for c in configs}
+        # Brokers cut off the network: they reach nobody and nobody reaches them.
+        self.isolated: set[int] = set()
+        self._sessions: dict[int, EmbeddedSession] = {}
         self._brokers = {i: self._new_broker(i) for i in self.configs}
 
     @property
@@ -36,7 +39,12 @@ class EmbeddedCluster:
         return self._brokers[broker_id]
 
     def _new_broker(self, broker_id: int) -> Broker:
-        return Broker(self.configs[broker_id], self.tree.session(), self.transport, self.clock)
+        def reachable(other: int) -> bool:
+            return broker_id not in self.isolated and other not in self.isolated
+
+        session = self._sessions[broker_id] = self.tree.session()
+        transport = self.transport.for_broker(reachable)
+        return Broker(self.configs[broker_id], session, transport, self.clock, reachable=reachable)
 
     async def start(self) -> None:
         for broker_id in self._brokers:
@@ -67,6 +75,23 @@ class EmbeddedCluster:
         b = self._brokers[broker_id]
         if b.started:
             await b.halt()
+
+    def isolate_broker(self, broker_id: int) -> None:
+        """Cut a broker off the network, as a partition would: its connections drop,
+        the others' requests to it and its requests to them fail, its metadata
+        session is unreachable and expires after zookeeper.session.timeout.ms. It
+        runs on, as a partitioned broker process does."""
+        self.isolated.add(broker_id)
+        self._brokers[broker_id].isolate(True)
+        timeout_s = self.configs[broker_id]["zookeeper.session.timeout.ms"] / 1000
+        self._sessions[broker_id].isolate(timeout_s)
+
+    def heal_broker(self, broker_id: int) -> None:
+        """Put an isolated broker back: it reconnects (registering again if its
+        session expired) and catches up."""
+        self.isolated.discard(broker_id)
+        self._brokers[broker_id].isolate(False)
+        self._sessions[broker_id].heal()
 
     async def shutdown(self) -> None:
         # The whole process stops: no leadership to move to a broker that stays, and

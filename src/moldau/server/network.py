@@ -260,6 +260,7 @@ class SocketServer:
         self.connections: set[Connection] = set()
         self.tasks = TaskOwner(f"listener-{listener_name}")
         self._server: asyncio.Server | None = None
+        self.isolated = False
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -269,9 +270,20 @@ class SocketServer:
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
 
+    def isolate(self, isolated: bool) -> None:
+        """Drop every connection and refuse new ones, as if the network were cut
+        (LocalCluster.isolate); False takes connections again."""
+        self.isolated = isolated
+        if isolated:
+            for conn in list(self.connections):
+                conn.close()
+
     def _accept(self) -> Connection:
         conn = Connection(self)
-        if len(self.connections) >= self.max_connections:
+        if self.isolated:
+            conn.closed = True
+            asyncio.get_running_loop().call_soon(conn.close)
+        elif len(self.connections) >= self.max_connections:
             log.warning("max.connections %d reached: refusing a connection", self.max_connections)
             conn.closed = True
             asyncio.get_running_loop().call_soon(conn.close)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from moldau.config.broker import BrokerConfig
 from moldau.metadata.embedded import EmbeddedSession
 from moldau.metadata.store import NoNodeError
+from moldau.metadata.znodes import CONTROLLER, decode_controller
 from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
 
 T = TypeVar("T")
@@ -149,13 +150,10 @@ class LocalCluster:
         return self.cluster.broker(broker_id).started
 
     def controller_id(self) -> int | None:
-        async def active() -> int | None:
-            return next(
-                (b.broker_id for b in self.cluster.brokers if b.started and b.controller.is_active),
-                None,
-            )
-
-        return self._call(active())
+        """The active controller, as the metadata store says (an isolated broker may
+        still believe it is)."""
+        data = self.znode(CONTROLLER)
+        return None if data is None else decode_controller(data)
 
     # -- faults --------------------------------------------------------------------------
 
@@ -166,6 +164,24 @@ class LocalCluster:
     def stop(self, broker_id: int, timeout: float = 60.0) -> None:
         """As SIGTERM: a controlled shutdown, then a clean stop."""
         self._call(self.cluster.stop_broker(broker_id), timeout)
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut one broker off the network (clients, the other brokers and the
+        metadata store stop hearing from it; its session expires after
+        zookeeper.session.timeout.ms), though it runs on."""
+
+        async def cut() -> None:
+            self.cluster.isolate_broker(broker_id)
+
+        self._call(cut())
+
+    def heal(self, broker_id: int) -> None:
+        """Put an isolated broker back on the network."""
+
+        async def mend() -> None:
+            self.cluster.heal_broker(broker_id)
+
+        self._call(mend())
 
     def restart(self, broker_id: int, timeout: float = 60.0) -> None:
         """Start a stopped or killed broker again (same id, port and data); one that
