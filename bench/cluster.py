@@ -59,8 +59,9 @@ def wait_online(bootstrap: str, topic: str, partitions: int, rf: int, timeout: f
 def create_online(bootstrap: str, topic: str) -> float:
     from confluent_kafka.admin import NewTopic
 
+    client = admin(bootstrap)  # kept: the request dies with its client
     start = time.monotonic()
-    admin(bootstrap).create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(120)
+    client.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(120)
     wait_online(bootstrap, topic, PARTITIONS, 3)
     return time.monotonic() - start
 
@@ -156,7 +157,9 @@ def move(tmp: Path) -> tuple[float, float]:
         boot = cluster.bootstrap
         for i, throttle in enumerate([None, THROTTLE]):
             topic = f"move{i}"
-            admin(boot).create_topics([NewTopic(topic, replica_assignment=[[1]])])[topic].result(30)
+            client = admin(boot)
+            new = NewTopic(topic, num_partitions=1, replica_assignment=[[1]])
+            client.create_topics([new])[topic].result(30)
             producer = Producer({"bootstrap.servers": boot, "linger.ms": 50, "acks": 1,
                                  "batch.size": 1_000_000})  # fmt: skip
             value = b"x" * 1000
@@ -190,7 +193,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ready, embedded_online = embedded(tmp)
+        print(f"embedded: ready {ready:.2f} s, online {embedded_online:.2f} s", flush=True)
         zk_online, exited, moved, led = on_zookeeper(tmp)
+        print(f"zookeeper: online {zk_online:.2f} s, exited {exited:.2f} s", flush=True)
         fast, slow = move(tmp)
     lines = [
         f"## {datetime.date.today().isoformat()}: running a cluster (3 brokers)",
