@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 
+import moldau.metadata.journal
 import moldau.storage.checkpoint
 import moldau.storage.index
 import moldau.storage.log
 import moldau.storage.segment
 
 STORAGE_MODULES = (
+    moldau.metadata.journal,
     moldau.storage.segment,
     moldau.storage.index,
     moldau.storage.checkpoint,

@@ -69,10 +69,9 @@ def test_a_broker_waits_out_an_old_registration_of_its_id_then_registers() -> No
 def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A full disk under the embedded store, failing at each write of a save in turn
-    (the temp file, its fsync, the rename, the directory's fsync): the caller gets
-    StorePersistError, and memory, watches and the file all stay as they were."""
-    import json
+    """A full disk under the embedded store, failing at each step of a journal append
+    in turn (the write, half done, or the fsync): the caller gets StorePersistError,
+    and memory, watches and the journal all stay as they were."""
     from collections.abc import Awaitable, Callable
 
     from moldau.metadata.store import CreateOp, DeleteOp, SetDataOp, StorePersistError
@@ -85,7 +84,6 @@ def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
         await s.create("/seq", b"")
         await s.create("/seq/n-", b"", sequential=True)
         await s.create("/c", b"")
-        saved = json.loads((tmp_path / "metadata.json").read_bytes())
         fired: list[object] = []
         await s.get("/a", fired.append)
         await s.get_children("/seq", fired.append)
@@ -100,7 +98,8 @@ def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
         ]
         with failing_os(monkeypatch) as probe:
             await s.set("/c", b"")
-        saved = json.loads((tmp_path / "metadata.json").read_bytes())
+        journal = tmp_path / "metadata.journal"
+        saved = journal.read_bytes()
         for change in changes:
             for n in range(len(probe.calls)):
                 with failing_os(monkeypatch, fail_at=n), pytest.raises(StorePersistError):
@@ -111,8 +110,8 @@ def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
                 assert (data, stat.version) == (b"1", 0)
                 assert await s.exists("/b") is None and await s.exists("/c") is not None
                 assert await s.get_children("/seq") == ["n-0000000000"]
-                assert json.loads((tmp_path / "metadata.json").read_bytes()) == saved
-                assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata.json"]
+                assert journal.read_bytes() == saved
+                assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata.journal"]
         # Space comes back: the next change works, numbering where it left off.
         assert await s.create("/seq/n-", b"", sequential=True) == "/seq/n-0000000001"
         await settle()
@@ -122,3 +121,98 @@ def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
         assert await reopened.get_children("/seq") == ["n-0000000000", "n-0000000001"]
 
     asyncio.run(run())
+
+
+def test_a_torn_journal_tail_is_cut_and_the_rest_kept(tmp_path: Path) -> None:
+    async def run() -> None:
+        s = EmbeddedTree(tmp_path).session()
+        await s.start()
+        for i in range(5):
+            await s.create(f"/n{i}", b"%d" % i)
+        journal = tmp_path / "metadata.journal"
+        whole = journal.read_bytes()
+        # A crash mid-append: half a record, then one whose checksum is wrong.
+        with journal.open("ab") as f:
+            f.write(whole[: len(whole) // 5 // 2])
+        reopened = EmbeddedTree(tmp_path).session()
+        await reopened.start()
+        assert [(await reopened.get(f"/n{i}"))[0] for i in range(5)] == [
+            b"%d" % i for i in range(5)
+        ]
+        assert journal.read_bytes() == whole
+        await reopened.create("/after", b"")
+        corrupt = bytearray(journal.read_bytes())
+        corrupt[-1] ^= 0xFF
+        journal.write_bytes(bytes(corrupt))
+        again = EmbeddedTree(tmp_path).session()
+        await again.start()
+        assert await again.exists("/after") is None
+        assert (await again.get("/n4"))[0] == b"4"
+
+    asyncio.run(run())
+
+
+def test_the_journal_is_folded_into_a_snapshot(tmp_path: Path) -> None:
+    async def run() -> None:
+        s = EmbeddedTree(tmp_path, snapshot_every=10).session()
+        await s.start()
+        await s.create("/p", b"")
+        for i in range(25):
+            await s.create("/p/n-", b"%d" % i, sequential=True)
+        await s.delete("/p/n-0000000003")
+        assert (tmp_path / "metadata.json").exists()
+        # Only the records since the last snapshot are left in the journal.
+        assert (tmp_path / "metadata.journal").stat().st_size < 2000
+        reopened = EmbeddedTree(tmp_path).session()
+        await reopened.start()
+        children = await reopened.get_children("/p")
+        assert len(children) == 24 and "n-0000000003" not in children
+        assert await reopened.create("/p/n-", b"", sequential=True) == "/p/n-0000000025"
+
+    asyncio.run(run())
+
+
+def test_acknowledged_writes_survive_kill_9_mid_write(tmp_path: Path) -> None:
+    """A process writes node after node and says which were acknowledged; killed
+    with SIGKILL at some moment, its journal gives back every one of them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from moldau.metadata.embedded import EmbeddedTree\n"
+        "async def main():\n"
+        "    s = EmbeddedTree(Path(sys.argv[1]), snapshot_every=50).session()\n"
+        "    await s.start()\n"
+        "    i = 0\n"
+        "    while True:\n"
+        "        await s.create(f'/n{i}', b'x' * 100)\n"
+        "        print(i, flush=True)\n"
+        "        i += 1\n"
+        "asyncio.run(main())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    try:
+        acknowledged = -1
+        deadline = time.monotonic() + 30
+        while acknowledged < 300 and time.monotonic() < deadline:
+            acknowledged = int(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        proc.stdout.close()
+    assert acknowledged >= 300
+
+    async def check() -> None:
+        s = EmbeddedTree(tmp_path).session()
+        await s.start()
+        missing = [i for i in range(acknowledged + 1) if await s.exists(f"/n{i}") is None]
+        assert missing == []
+
+    asyncio.run(check())

@@ -17,7 +17,7 @@ from moldau.controller.election import (
 )
 from moldau.controller.states import PartitionState, is_valid_partition_transition
 from moldau.metadata.client import MetadataClient
-from moldau.metadata.store import BadVersionError, NodeExistsError
+from moldau.metadata.store import BadVersionError
 from moldau.metadata.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from moldau.storage.partition_name import TopicPartition
 
@@ -81,49 +81,61 @@ class PartitionStateMachine:
         """Move partitions to `target`; returns the new leader of each partition that
         went Online through an election."""
         elected: dict[TopicPartition, int | None] = {}
+        valid = []
         for tp in sorted(partitions):
             current = self.ctx.partition_state(tp)
-            if not is_valid_partition_transition(current, target):
+            if is_valid_partition_transition(current, target):
+                valid.append(tp)
+            else:
                 log.error(
                     "invalid partition transition of %s from %s to %s",
                     tp, current.value, target.value,
                 )  # fmt: skip
-                continue
+        new: set[TopicPartition] = set()
+        if target == PartitionState.ONLINE:
+            # New partitions get their first leader and ISR all in one go.
+            new = {tp for tp in valid if self.ctx.partition_state(tp) == PartitionState.NEW}
+            for tp in await self._initialize_leaders_and_isrs(sorted(new)):
+                self.ctx.partition_states[tp] = target
+        for tp in valid:
             if target == PartitionState.NEW:
                 self.ctx.partition_states[tp] = target
             elif target == PartitionState.ONLINE:
-                if current == PartitionState.NEW:
-                    if await self._initialize_leader_and_isr(tp):
-                        self.ctx.partition_states[tp] = target
-                else:
-                    leader = await self._elect_leader(tp, strategy)
-                    elected[tp] = leader
-                    if leader is not None:
-                        self.ctx.partition_states[tp] = target
+                if tp in new:
+                    continue  # initialised above, or left New without a live replica
+                leader = await self._elect_leader(tp, strategy)
+                elected[tp] = leader
+                if leader is not None:
+                    self.ctx.partition_states[tp] = target
             elif target == PartitionState.OFFLINE:
                 self.ctx.partition_states[tp] = target
             elif target == PartitionState.NON_EXISTENT:
                 self.ctx.partition_states.pop(tp, None)
         return elected
 
-    async def _initialize_leader_and_isr(self, tp: TopicPartition) -> bool:
-        replicas = self.ctx.assignments.get(tp, [])
-        live = [r for r in replicas if self.ctx.is_replica_online(r, tp)]
-        if not live:
-            log.warning("%s has no live replica among %s: it stays New", tp, replicas)
-            return False
-        state = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(live[0], 0, tuple(live), 0), self.ctx.epoch
-        )
-        try:
-            await self.client.create_partition_state(tp, state, self.ctx.epoch_zk_version)
-        except NodeExistsError:
-            # Another controller initialised it: the state will be read on failover.
-            log.warning("%s already has a state znode", tp)
-            return False
-        self.ctx.leadership[tp] = state
-        self.batch.add_leader_and_isr(set(live), tp, state, replicas, is_new=True)
-        return True
+    async def _initialize_leaders_and_isrs(
+        self, partitions: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        """The first leader and ISR of new partitions: their live replicas, the first
+        leading; returns those initialised."""
+        states = {}
+        for tp in partitions:
+            replicas = self.ctx.assignments.get(tp, [])
+            live = [r for r in replicas if self.ctx.is_replica_online(r, tp)]
+            if not live:
+                log.warning("%s has no live replica among %s: it stays New", tp, replicas)
+                continue
+            states[tp] = LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(live[0], 0, tuple(live), 0), self.ctx.epoch
+            )
+        created = await self.client.create_partition_states(states, self.ctx.epoch_zk_version)
+        for tp in sorted(created):
+            state = states[tp]
+            self.ctx.leadership[tp] = state
+            replicas = self.ctx.assignments.get(tp, [])
+            isr = set(state.leader_and_isr.isr)
+            self.batch.add_leader_and_isr(isr, tp, state, replicas, is_new=True)
+        return sorted(created)
 
     async def _elect_leader(self, tp: TopicPartition, strategy: ElectionStrategy) -> int | None:
         leadership = self.ctx.leadership.get(tp)

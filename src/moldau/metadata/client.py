@@ -28,6 +28,10 @@ from moldau.storage.partition_name import TopicPartition
 
 log = logging.getLogger(__name__)
 
+# Partitions whose state znodes one write creates (3 ops each, far below
+# ZooKeeper's 1 MB request limit).
+STATE_WRITE_BATCH = 200
+
 
 class ControllerMovedError(Exception):
     """Another broker became controller: this one must resign."""
@@ -266,6 +270,46 @@ class MetadataClient:
             )
         )
         await self.controller_write(epoch_zk_version, ops)
+
+    async def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, z.LeaderIsrAndControllerEpoch],
+        epoch_zk_version: int,
+    ) -> set[TopicPartition]:
+        """Create many partitions' state znodes in a few writes (Kafka pipelines
+        them); returns those created. One whose state exists is left out, logged."""
+        created: set[TopicPartition] = set()
+        existing: dict[str, set[str]] = {}
+        items = sorted(states.items())
+        for start in range(0, len(items), STATE_WRITE_BATCH):
+            chunk = items[start : start + STATE_WRITE_BATCH]
+            ops: list[Op] = []
+            for tp, state in chunk:
+                if tp.topic not in existing:
+                    try:
+                        children = await self.store.get_children(z.topic_partitions_path(tp.topic))
+                        existing[tp.topic] = set(children)
+                    except NoNodeError:
+                        ops.append(CreateOp(z.topic_partitions_path(tp.topic)))
+                        existing[tp.topic] = set()
+                if str(tp.partition) not in existing[tp.topic]:
+                    ops.append(CreateOp(z.partition_path(tp.topic, tp.partition)))
+                    existing[tp.topic].add(str(tp.partition))
+                path = z.partition_state_path(tp.topic, tp.partition)
+                ops.append(CreateOp(path, z.encode_partition_state(state)))
+            try:
+                await self.controller_write(epoch_zk_version, ops)
+                created |= {tp for tp, _ in chunk}
+            except (NodeExistsError, NoNodeError):
+                # Someone else wrote some of them: one at a time, keeping the others.
+                existing.clear()
+                for tp, state in chunk:
+                    try:
+                        await self.create_partition_state(tp, state, epoch_zk_version)
+                        created.add(tp)
+                    except NodeExistsError:
+                        log.warning("%s already has a state znode", tp)
+        return created
 
     async def update_partition_state(
         self,

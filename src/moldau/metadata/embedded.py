@@ -1,7 +1,8 @@
 """The embedded MetadataStore backend: an in-process znode tree with ZooKeeper's
-semantics, persisted to one JSON file (written atomically on each change) so a
-restarted single-process cluster finds its topics again. Ephemeral nodes are not
-persisted: they belong to sessions of this process.
+semantics, persisted as a snapshot and a journal of changes (metadata/journal.py),
+each change appended and fsynced before it is acknowledged, so a restarted
+single-process cluster finds its topics again. Ephemeral nodes are not persisted:
+they belong to sessions of this process.
 
 `EmbeddedTree` is the server; each broker holds its own `EmbeddedSession`.
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from moldau.metadata.journal import Image, Journal, StoredTree
 from moldau.metadata.store import (
     ANY_VERSION,
     BadVersionError,
@@ -38,11 +39,8 @@ from moldau.metadata.store import (
     parent_of,
     validate_path,
 )
-from moldau.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
-
-STATE_FILE = "metadata.json"
 
 
 @dataclass(slots=True)
@@ -61,17 +59,30 @@ class _Node:
         return Stat(self.version, self.cversion, self.ephemeral_owner, self.czxid, self.mzxid)
 
 
+def _image(n: _Node) -> Image:
+    return {
+        "data": base64.b64encode(n.data).decode(),
+        "version": n.version,
+        "cversion": n.cversion,
+        "czxid": n.czxid,
+        "mzxid": n.mzxid,
+        "seq": n.seq,
+    }
+
+
 class EmbeddedTree:
     """The shared tree. All access happens on one event loop."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, snapshot_every: int = 10_000) -> None:
         self._dir = directory
+        self._snapshot_every = snapshot_every
         self._nodes: dict[str, _Node] = {"/": _Node(b"")}
         self._zxid = 0
         self._next_session = 1
         self._sessions: set[int] = set()
         self._data_watches: dict[str, list[Watcher]] = {}
         self._child_watches: dict[str, list[Watcher]] = {}
+        self._journal: Journal | None = None
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
             self._load()
@@ -83,13 +94,11 @@ class EmbeddedTree:
 
     def _load(self) -> None:
         assert self._dir is not None
-        path = self._dir / STATE_FILE
-        if not path.exists():
-            return
-        state = json.loads(path.read_text())
-        self._zxid = state["zxid"]
-        self._nodes["/"].seq = state.get("root_seq", 0)
-        for p, n in state["nodes"].items():
+        self._journal = Journal(self._dir, self._snapshot_every)
+        stored = self._journal.load()
+        self._zxid = stored.zxid
+        self._nodes["/"].seq = stored.root_seq
+        for p, n in stored.nodes.items():
             self._nodes[p] = _Node(
                 base64.b64decode(n["data"]),
                 n["version"],
@@ -99,31 +108,32 @@ class EmbeddedTree:
                 n["mzxid"],
                 seq=n.get("seq", 0),
             )
-        for p in self._nodes:
+        for p in sorted(self._nodes, key=len):
             if p != "/":
                 self._nodes[parent_of(p)].children.add(p.rsplit("/", 1)[1])
 
-    def _persist(self) -> None:
-        if self._dir is None:
+    def _record(self, paths: Iterable[str]) -> None:
+        """Journal the new images of the persistent nodes at `paths` (fsynced)."""
+        if self._journal is None:
             return
+        changed: dict[str, Image | None] = {}
+        for p in paths:
+            if p == "/":
+                continue
+            node = self._nodes.get(p)
+            changed[p] = None if node is None or node.ephemeral_owner else _image(node)
+        self._journal.append(self._zxid, self._nodes["/"].seq, changed)
+        if self._journal.due_for_snapshot():
+            try:
+                self._journal.snapshot(self._stored())
+            except OSError as e:  # the journal goes on; the next record tries again
+                log.warning("metadata store: could not write a snapshot: %s", e)
+
+    def _stored(self) -> StoredTree:
         nodes = {
-            p: {
-                "data": base64.b64encode(n.data).decode(),
-                "version": n.version,
-                "cversion": n.cversion,
-                "czxid": n.czxid,
-                "mzxid": n.mzxid,
-                "seq": n.seq,
-            }
-            for p, n in self._nodes.items()
-            if p != "/" and n.ephemeral_owner == 0
+            p: _image(n) for p, n in self._nodes.items() if p != "/" and n.ephemeral_owner == 0
         }
-        write_atomically(
-            self._dir / STATE_FILE,
-            json.dumps(
-                {"zxid": self._zxid, "root_seq": self._nodes["/"].seq, "nodes": nodes}
-            ).encode(),
-        )
+        return StoredTree(self._zxid, self._nodes["/"].seq, nodes)
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -158,20 +168,15 @@ class EmbeddedTree:
         self._validate(ops)
         before = self._zxid, self._saved_nodes(ops)
         try:
-            return self._apply_validated(ops, sid)
+            return self._apply_validated(ops, sid, before[1])
         except OSError as e:
+            # The journal was cut back to where it was: memory goes back too.
             self._zxid, saved = before
             for path, node in saved.items():
                 if node is None:
                     self._nodes.pop(path, None)
                 else:
                     self._nodes[path] = node
-            # The new file may already be in place (its directory's fsync failed after
-            # the rename): write the old state back, so the file says what memory says.
-            try:
-                self._persist()
-            except OSError as again:
-                log.error("metadata store: could not restore %s: %s", STATE_FILE, again)
             raise StorePersistError(f"metadata store could not save a change: {e}") from e
 
     def _saved_nodes(self, ops: Sequence[Op]) -> dict[str, _Node | None]:
@@ -197,7 +202,9 @@ class EmbeddedTree:
                     )
         return saved
 
-    def _apply_validated(self, ops: Sequence[Op], sid: int) -> list[str | Stat | None]:
+    def _apply_validated(
+        self, ops: Sequence[Op], sid: int, touched: Iterable[str]
+    ) -> list[str | Stat | None]:
         results: list[str | Stat | None] = []
         fired: list[tuple[dict[str, list[Watcher]], str, EventType]] = []
         persist = False
@@ -238,7 +245,7 @@ class EmbeddedTree:
             else:
                 results.append(None)
         if persist:
-            self._persist()
+            self._record(touched)
         self._deliver([self._take(table, path, kind) for table, path, kind in fired])
         return results
 

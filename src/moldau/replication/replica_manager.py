@@ -328,6 +328,7 @@ class ReplicaManager:
                 self._leadership_changed(tp, partition.is_leader)
             # Waiting requests must learn of the change.
             self._complete_delayed(tp)
+        self.log_manager.sync_created_logs()
         self.checkpoint_high_watermarks()
         return LeaderAndIsrResponse(ErrorCode.none, tuple(errors))
 

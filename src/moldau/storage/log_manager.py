@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -62,6 +63,8 @@ class LogManager:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        # Log dirs where logs were created and not yet fsynced (sync_created_logs).
+        self._unsynced_dirs: set[Path] = set()
         # Checkpoints are written from worker threads, and once more at shutdown.
         self._checkpoints = SnapshotWriter()
         # (log, offset) pairs whose segments below `offset` were rolled and await fsync.
@@ -258,20 +261,27 @@ class LogManager:
                 log_dir / tp.dir_name, tp, config, self.clock, had_clean_shutdown=True,
                 on_roll=self._on_roll, failure_channel=self.failure_channel,
             )  # fmt: skip
-            fsync_dir(log_dir)
+        self._unsynced_dirs.add(log_dir)
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
         return created
+
+    def sync_created_logs(self) -> None:
+        """Make the directories of the logs created since the last call durable: one
+        fsync per log dir for a whole LeaderAndIsr, not one per partition."""
+        dirs, self._unsynced_dirs = self._unsynced_dirs, set()
+        for log_dir in sorted(dirs):
+            with self.io_or_offline(log_dir, "syncing new logs in"):
+                fsync_dir(log_dir)
 
     def _next_log_dir(self, tp: TopicPartition) -> Path:
         """The live log dir holding the fewest partitions, as Kafka picks."""
         live = self.live_log_dirs
         if not live:
             raise KafkaStorageError(f"no log directory is online to create the log of {tp}")
-        counts = {d: 0 for d in live}
-        for d in self._dir_of.values():
-            if d in counts:
-                counts[d] += 1
+        if len(live) == 1:
+            return live[0]
+        counts = Counter(self._dir_of.values())
         return min(live, key=lambda d: counts[d])
 
     def delete_log(self, tp: TopicPartition) -> None:
