@@ -93,7 +93,8 @@ class MetadataClient:
                 if await self.store.exists(path, on_change) is not None:
                     log.info("broker %d: waiting for an old registration to expire", broker.id)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(gone.wait(), min(left, 1.0))
+                        async with asyncio.timeout(min(left, 1.0)):
+                            await gone.wait()
         stat = await self.store.exists(path)
         assert stat is not None
         return stat.czxid

@@ -47,7 +47,8 @@ class MetricsServer:
         self._writers.add(writer)
         try:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
             method, _, rest = head.partition(b" ")
@@ -78,5 +79,6 @@ class MetricsServer:
         for writer in list(self._writers):
             writer.close()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._server.wait_closed(), STOP_GRACE_S)
+            async with asyncio.timeout(STOP_GRACE_S):
+                await self._server.wait_closed()
         self._server = None

@@ -131,7 +131,8 @@ class ReplicaFetcher:
                     delays.append(self.clock.monotonic_ms() + self.config.backoff_ms)
                 timeout = max(0, min(delays) - self.clock.monotonic_ms()) / 1000 if delays else None
                 with contextlib.suppress(TimeoutError):  # a delayed partition is due
-                    await asyncio.wait_for(self._changed.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._changed.wait()
                 continue
             try:
                 results = await self.client.fetch(

@@ -264,7 +264,8 @@ class Broker:
         await self.controller.start()
         self.alter_partition_manager.start()
         try:
-            await asyncio.wait_for(self._metadata_ready.wait(), STARTUP_METADATA_TIMEOUT_S)
+            async with asyncio.timeout(STARTUP_METADATA_TIMEOUT_S):
+                await self._metadata_ready.wait()
         except TimeoutError:
             log.warning("broker %d: no metadata from the controller yet", self.broker_id)
         self._start_background_tasks()
@@ -575,9 +576,8 @@ class Broker:
         for attempt in range(1, tries + 1):
             deadline = time.monotonic() + period_s
             try:
-                error, remaining = await asyncio.wait_for(
-                    self._send_controlled_shutdown(), period_s
-                )
+                async with asyncio.timeout(period_s):
+                    error, remaining = await self._send_controlled_shutdown()
             except (ConnectionError, OSError, TimeoutError) as e:
                 log.warning(
                     "broker %d: controlled shutdown try %d: %s",

@@ -69,7 +69,11 @@ class NetworkTransport:
             self._drop(broker_id)
             raise ConnectionError(f"broker {broker_id} is unreachable")
         try:
-            return await asyncio.wait_for(work, self._timeout_s)
+            # asyncio.timeout, not wait_for: wait_for (Python 3.11) loses a
+            # cancellation that comes as the answer arrives, and a stopping fetcher
+            # then runs on.
+            async with asyncio.timeout(self._timeout_s):
+                return await work
         except asyncio.IncompleteReadError as e:
             # The broker closed the connection (e.g. it restarted since the last
             # request): a connection error, which the caller retries on a new one.

@@ -306,7 +306,8 @@ class SocketServer:
         await self.tasks.close()
         if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), STOP_GRACE_S)
+                async with asyncio.timeout(STOP_GRACE_S):
+                    await self._server.wait_closed()
             except TimeoutError:
                 for conn in list(self.connections):
                     if conn.transport is not None:
