@@ -408,3 +408,23 @@ def test_a_topic_codec_other_than_producer_recompresses(
         (0, 5, b"k", b"v" * 100, (("h", b"1"),)),
         (1, 9, None, None, ()),
     ]
+
+
+def test_a_lost_leader_epoch_checkpoint_comes_back_from_the_batches(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """New epochs are written without an fsync: after a crash (here, the file's
+    later entries lost) recovery takes the epochs back from the batches it re-reads;
+    a flush forces the file to disk."""
+    log = open_log(tmp_path, clock)
+    log.assign_leader_epoch(0, 0)
+    log.append_as_leader(batch(3, 1000), 0)
+    log.assign_leader_epoch(2, 3)
+    log.append_as_leader(batch(2, 1000), 2)
+    log.flush()
+    assert log.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    log.close_handlers()
+    (tmp_path / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")  # as a power loss may leave it
+    reopened = open_log(tmp_path, clock, clean=False)
+    assert reopened.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    assert reopened.leader_epoch_cache.end_offset_for(0, reopened.log_end_offset) == (0, 3)

@@ -55,9 +55,10 @@ class SnapshotWriter:
             write(snapshot.data)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, sync: bool = True) -> None:
     """Replace `path` with `data`. If any step fails (a full disk, say) the old file
-    is left as it was and the temp file is removed, then the error is raised."""
+    is left as it was and the temp file is removed, then the error is raised.
+    Without `sync` the new file is not forced to disk (the caller does it later)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -65,7 +66,8 @@ def write_atomically(path: Path, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -73,10 +75,18 @@ def write_atomically(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):  # the error being raised says what went wrong
             tmp.unlink(missing_ok=True)
         raise
+    if sync:
+        fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    """Force an existing file (and its directory entry) to disk."""
+    fsync_dir(path)
     fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:
+    """fsync a directory, or any file opened read-only."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -92,10 +102,10 @@ class CheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def write_lines(self, lines: Iterable[str]) -> None:
+    def write_lines(self, lines: Iterable[str], sync: bool = True) -> None:
         body = list(lines)
         text = f"{self.VERSION}\n{len(body)}\n" + "".join(line + "\n" for line in body)
-        write_atomically(self.path, text.encode())
+        write_atomically(self.path, text.encode(), sync)
 
     def read_lines(self) -> list[str]:
         """The entries; [] if the file is missing. A malformed file raises ValueError."""
@@ -138,8 +148,8 @@ def _parse(lines: list[str], parse: Callable[[str], T]) -> list[T]:
 class LeaderEpochCheckpointFile(CheckpointFile):
     """`epoch start_offset` per line, for one partition (leader-epoch-checkpoint)."""
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        self.write_lines(f"{epoch} {offset}" for epoch, offset in entries)
+    def write(self, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
+        self.write_lines((f"{epoch} {offset}" for epoch, offset in entries), sync)
 
     def read(self) -> list[tuple[int, int]]:
         def entry(line: str) -> tuple[int, int]:

@@ -1,11 +1,17 @@
 """Leader epoch cache: the start offset of each leader epoch in a log (KIP-101),
-checkpointed to `leader-epoch-checkpoint` in the partition directory."""
+checkpointed to `leader-epoch-checkpoint` in the partition directory.
+
+A new epoch is written without an fsync (as Kafka since KAFKA-15046): one per
+partition per election would cost more than the election. The file is forced to
+disk with the log's next flush, and recovery after a crash takes the epochs of the
+batches it re-reads, so what a power loss takes from the file comes back from the
+log."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from moldau.storage.checkpoint import LeaderEpochCheckpointFile
+from moldau.storage.checkpoint import LeaderEpochCheckpointFile, fsync_file
 
 CHECKPOINT_NAME = "leader-epoch-checkpoint"
 
@@ -17,6 +23,7 @@ class LeaderEpochCache:
             self._entries = self._file.read()
         except ValueError:
             self._entries = []
+        self._unsynced = False
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -32,17 +39,24 @@ class LeaderEpochCache:
             return
         # A new epoch cannot start before an earlier one's start.
         kept = [(e, o) for e, o in self._entries if o < start_offset]
-        self._replace([*kept, (epoch, start_offset)])
+        self._replace([*kept, (epoch, start_offset)], sync=False)
+
+    def flush(self) -> None:
+        """Force to disk what `assign` wrote (from the log's flush; any thread)."""
+        if self._unsynced and self._file.path.exists():
+            self._unsynced = False
+            fsync_file(self._file.path)
 
     def rewrite(self) -> None:
         """Write the checkpoint again from memory (after a failed write)."""
         self._file.write(self._entries)
 
-    def _replace(self, entries: list[tuple[int, int]]) -> None:
+    def _replace(self, entries: list[tuple[int, int]], sync: bool = True) -> None:
         """The file first: if writing it fails, memory still matches what is on disk."""
         if entries != self._entries:
-            self._file.write(entries)
+            self._file.write(entries, sync)
             self._entries = entries
+            self._unsynced = self._unsynced or not sync
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch of the leader that appended `offset` (-1 if unknown)."""

@@ -236,6 +236,7 @@ class Log:
             )
 
         segments = [segment(b) for b in sorted(bases)]
+        recovered: list[LogSegment] = []
         for i, seg in enumerate(segments):
             needs_recovery = seg.base_offset in swapped or (
                 not had_clean_shutdown
@@ -247,6 +248,8 @@ class Log:
                     seg.time_index.sanity_check()
                 except Exception:
                     needs_recovery = True
+            if needs_recovery:
+                recovered.append(seg)
             if needs_recovery and seg.recover():
                 # Everything after a cut is unreachable: drop the later segments.
                 for later in segments[i + 1 :]:
@@ -266,6 +269,13 @@ class Log:
             on_roll,
             failure_channel,
         )
+        # The epochs of the batches re-read: what the unsynced checkpoint may lack.
+        for seg in recovered:
+            if seg in opened.segments:
+                for header in seg.headers_from(0):
+                    opened.leader_epoch_cache.assign(
+                        header.partition_leader_epoch, header.base_offset
+                    )
         opened.recovery_point = min(max(recovery_point, 0), opened.log_end_offset)
         if not had_clean_shutdown:
             opened.recovery_point = opened.log_end_offset
@@ -805,6 +815,7 @@ class Log:
         for seg in list(self.segments):
             if not seg.closed and seg.base_offset < target:
                 seg.flush()
+        self.leader_epoch_cache.flush()
 
     def _flushed(self, target: int) -> None:
         self.recovery_point = max(self.recovery_point, target)
@@ -824,6 +835,7 @@ class Log:
                 seg.delete_files()
             self._pending_deletes = []
             self.producer_state.take_snapshot()
+            self.leader_epoch_cache.flush()
             for seg in self.segments:
                 seg.close()
             self.closed = True
