@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from moldau.metrics.collector import _quantile
-from moldau.metrics.stats import RESERVOIR_SIZE, BrokerTopicStats, TimeHistogram, TopicMeter
+from moldau.replication.topic_stats import BrokerTopicStats, TopicMeter
+from moldau.server.metrics import _quantile
+from moldau.server.request_metrics import RESERVOIR_SIZE, TimeHistogram
 
 
 def test_quantiles_are_yammers_and_keep_only_recent_samples() -> None:

@@ -12,7 +12,6 @@ records the snapshot already holds are skipped by zxid)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -151,9 +150,3 @@ class Journal:
         os.fsync(fd)
         self._size = 0
         self.records = 0
-
-    def close(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from moldau.clock import Clock
-from moldau.metrics.stats import BrokerTopicStats, TopicMeter
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.quota import ReplicationQuota
+from moldau.replication.topic_stats import BrokerTopicStats, TopicMeter
 from moldau.tasks import TaskOwner
 
 if TYPE_CHECKING:

@@ -114,3 +114,13 @@ class PendingShrinkIsr(_PendingIsrChange):
 
 
 IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
+
+
+@dataclass
+class IsrChangeMeters:
+    """Kafka's IsrShrinksPerSec, IsrExpandsPerSec and FailedIsrUpdatesPerSec: ISR
+    changes the controller confirmed, and proposals it refused."""
+
+    shrinks: int = 0
+    expands: int = 0
+    failed: int = 0

@@ -21,7 +21,6 @@ from typing import Protocol
 from uuid import UUID
 
 from moldau.clock import Clock
-from moldau.metrics.stats import IsrChangeMeters
 from moldau.protocol.control import (
     AlterPartitionItem,
     AlterPartitionResult,
@@ -38,6 +37,7 @@ from moldau.protocol.errors import (
 from moldau.protocol.records import LOG_OVERHEAD, BatchHeader, offset_and_length
 from moldau.replication.isr import (
     CommittedIsr,
+    IsrChangeMeters,
     IsrState,
     PendingExpandIsr,
     PendingShrinkIsr,

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.clock import Clock
-from moldau.metrics.stats import BrokerTopicStats, IsrChangeMeters, TopicMeter
 from moldau.protocol.control import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -33,6 +32,7 @@ from moldau.replication.fetcher import (
     FollowerSetup,
     ReplicaFetcherManager,
 )
+from moldau.replication.isr import IsrChangeMeters
 from moldau.replication.partition import (
     AlterPartitionSender,
     FetchIsolation,
@@ -41,6 +41,7 @@ from moldau.replication.partition import (
 )
 from moldau.replication.purgatory import DelayedOperationPurgatory, Timer
 from moldau.replication.quota import ReplicationQuota
+from moldau.replication.topic_stats import BrokerTopicStats, TopicMeter
 from moldau.storage.checkpoint import OffsetCheckpointFile, Snapshot, SnapshotWriter
 from moldau.storage.log import EMPTY, FetchDataInfo
 from moldau.storage.log_config import LogConfig

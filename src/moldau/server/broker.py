@@ -27,9 +27,6 @@ from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore, StoreError, WatchedEvent
 from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
-from moldau.metrics.collector import BrokerCollector
-from moldau.metrics.http import MetricsServer
-from moldau.metrics.stats import BrokerTopicStats, RequestMetrics
 from moldau.protocol import alter_partition as ap
 from moldau.protocol import controlled_shutdown
 from moldau.protocol.apis import ApiKey
@@ -50,6 +47,7 @@ from moldau.replication.fetcher import FetcherConfig
 from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.replication.topic_stats import BrokerTopicStats
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
 from moldau.server.apis import KafkaApis
@@ -57,8 +55,11 @@ from moldau.server.control_client import NetworkTransport
 from moldau.server.dynamic_broker_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchManager, FetchSessionCache
 from moldau.server.metadata_cache import MetadataCache
+from moldau.server.metrics import BrokerCollector
+from moldau.server.metrics_http import MetricsServer
 from moldau.server.network import SocketServer
 from moldau.server.replica_fetch_client import NetworkFetchClient
+from moldau.server.request_metrics import RequestMetrics
 from moldau.server.topic_configs import TopicConfigs
 from moldau.storage.cleaner import clean, dirty_ratio
 from moldau.storage.log_dir_failure import LogDirFailureChannel

@@ -17,7 +17,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from moldau.controller.states import PartitionState
-from moldau.metrics.stats import TOPIC_METER_NAMES, TopicMeter
+from moldau.replication.topic_stats import TOPIC_METER_NAMES, TopicMeter
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
