@@ -1,7 +1,7 @@
 """Injected storage I/O errors, for the unit tests of the failure path.
 
 `FailingOs` stands in for the `os` module of the storage code: it counts every call
-that can change a file (open, write, writev, ftruncate, fsync, replace) and makes the
+that can change a file (open for writing, write, writev, ftruncate, fsync, replace) and makes the
 chosen one fail as a full or broken disk does: a write first writes part of its bytes
 for real, then raises. Real files, a real error path: only the failure is chosen.
 """
@@ -30,6 +30,7 @@ STORAGE_MODULES = (
     moldau.storage.log,
 )
 MUTATING = frozenset({"open", "write", "writev", "ftruncate", "fsync", "replace"})
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
 
 
 class FailingOs:
@@ -45,6 +46,8 @@ class FailingOs:
             return real
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if name == "open" and not args[1] & _WRITING:
+                return real(*args, **kwargs)  # a read: not what a full disk fails
             n = len(self.calls)
             self.calls.append(name)
             due = self.fail_at is not None and (

@@ -60,6 +60,27 @@ async def until(events: list[WatchedEvent], n: int) -> None:
         await asyncio.sleep(0.01)
 
 
+def test_get_many_reads_each_node_or_none(sessions: Sessions) -> None:
+    async def body() -> None:
+        s = await started(sessions())
+        try:
+            paths = [f"/many/{i}" for i in range(2500)]  # more than one pipelined chunk
+            await s.create("/many")
+            await s.multi([CreateOp(p, str(i).encode()) for i, p in enumerate(paths[::2])])
+            await s.set(paths[0], b"again")
+            got = await s.get_many([*paths, "/nowhere"])
+            assert got[0] is not None and (got[0][0], got[0][1].version) == (b"again", 1)
+            assert [None if g is None else g[0] for g in got[2:-1:2]] == [
+                str(i).encode() for i in range(1, len(paths[::2]))
+            ]
+            assert got[1::2] == [None] * (len(paths) // 2)
+            assert got[-1] is None
+        finally:
+            await s.close()
+
+    run(body)
+
+
 def test_versions_and_conditional_writes(sessions: Sessions) -> None:
     async def body() -> None:
         s = await started(sessions())

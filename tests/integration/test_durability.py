@@ -124,7 +124,10 @@ def test_committed_offsets_survive_kill_9(fresh_broker: BrokerProcess, topic_nam
 def test_data_dir_layout_is_kafkas(fresh_broker: BrokerProcess, topic_name: str) -> None:
     b = fresh_broker.start()
     create_topic(b.bootstrap, topic_name)
-    confluent_produce(b.bootstrap, topic_name, [(None, b"x", [])])
+    # Two batches of more than index.interval.bytes (4096): the second is indexed
+    # (Moldau creates an index file with its first entry).
+    for _ in range(2):
+        confluent_produce(b.bootstrap, topic_name, [(None, b"x" * 5000, [])])
     b.stop()
     d: Path = b.data_dir / f"{topic_name}-0"
     names = {p.name for p in d.iterdir()}

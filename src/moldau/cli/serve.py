@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import resource
 import signal
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,18 @@ def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, st
     return out
 
 
+def raise_open_files_limit() -> None:
+    """Take the hard limit on open files as the soft one: every segment of every
+    partition holds its log file open (and its index files once written), so
+    thousands of partitions need more than the usual soft limit of 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    logging.getLogger("moldau").info("open files limit: %s", soft)
+
+
 def run(args: argparse.Namespace) -> int:
     from moldau.config.broker import BrokerConfig
     from moldau.metadata.store import StoreError
@@ -138,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
+    raise_open_files_limit()
     try:
         props = broker_properties(args)
         configs = [BrokerConfig(p) for p in cluster_properties(props, args.brokers)]

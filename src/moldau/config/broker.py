@@ -188,13 +188,17 @@ BROKER_CONFIG = ConfigDef(
                   "triggers a rebalance.", at_least(0)),
         ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300, I.HIGH,
                   "How often the controller checks the leader imbalance.", at_least(1)),
+        ConfigKey("num.recovery.threads.per.data.dir", T.INT, 1, I.HIGH,
+                  "Threads that load the logs of each log directory at start-up. Python's"
+                  " threads share one interpreter lock: more than one only pays when the"
+                  " disk is the bottleneck (a cold page cache, recovery after a crash).",
+                  at_least(1)),
         ConfigKey("cluster.id", T.STRING, None, I.LOW,
                   "Cluster id for a new embedded cluster (generated if unset)."),
         # Accepted so that a Kafka server.properties works; they tune threads Moldau
         # does not have.
         ConfigKey("num.network.threads", T.INT, 3, I.LOW, "Accepted, has no effect."),
         ConfigKey("num.io.threads", T.INT, 8, I.LOW, "Accepted, has no effect."),
-        ConfigKey("num.recovery.threads.per.data.dir", T.INT, 2, I.LOW, "Accepted, has no effect."),
         ConfigKey("num.replica.fetchers", T.INT, 1, I.LOW,
                   "Replica fetcher tasks per source broker, each with its own connection.",
                   at_least(1)),

@@ -244,13 +244,13 @@ class MetadataClient:
     async def get_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, z.LeaderIsrAndControllerEpoch]:
-        out = {}
-        for tp in partitions:
-            found = await self.store.get_or_none(z.partition_state_path(tp.topic, tp.partition))
-            if found is not None:
-                data, stat = found
-                out[tp] = z.decode_partition_state(data, stat.version)
-        return out
+        tps = list(partitions)
+        paths = [z.partition_state_path(tp.topic, tp.partition) for tp in tps]
+        return {
+            tp: z.decode_partition_state(found[0], found[1].version)
+            for tp, found in zip(tps, await self.store.get_many(paths), strict=True)
+            if found is not None
+        }
 
     async def create_partition_state(
         self,

@@ -163,6 +163,12 @@ class MetadataStore(abc.ABC):
             with contextlib.suppress(NodeExistsError):
                 await self.create("/" + "/".join(parts[:i]))
 
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """The data of many nodes (None for a missing one), without watches; the
+        ZooKeeper backend pipelines the reads (a controller taking over reads every
+        partition's state)."""
+        return [await self.get_or_none(p) for p in paths]
+
     async def get_or_none(
         self, path: str, watch: Watcher | None = None
     ) -> tuple[bytes, Stat] | None:

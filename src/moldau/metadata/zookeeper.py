@@ -54,6 +54,9 @@ from moldau.metadata.store import (
 
 log = logging.getLogger(__name__)
 
+# Reads sent together by get_many.
+_PIPELINED_READS = 1000
+
 T = TypeVar("T")
 
 _EVENTS = {
@@ -241,6 +244,29 @@ class ZooKeeperStore(MetadataStore):
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
         data, stat = await self._call(self._client.get, path, watch=self._wrap("data", path, watch))
         return data, _stat(stat)
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        for path in paths:
+            validate_path(path)
+        out: list[tuple[bytes, Stat] | None] = []
+        for start in range(0, len(paths), _PIPELINED_READS):
+            chunk = paths[start : start + _PIPELINED_READS]
+
+            def read(chunk: Sequence[str] = chunk) -> list[tuple[bytes, Stat] | None]:
+                # Every request is sent before the first answer is awaited: one round
+                # trip for the chunk rather than one per node.
+                pending = [self._client.get_async(p) for p in chunk]
+                got: list[tuple[bytes, Stat] | None] = []
+                for result in pending:
+                    try:
+                        data, stat = result.get()
+                        got.append((data, _stat(stat)))
+                    except kz.NoNodeError:
+                        got.append(None)
+                return got
+
+            out += await self._call(read)
+        return out
 
     async def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> Stat:
         return _stat(await self._call(self._client.set, path, data, version))

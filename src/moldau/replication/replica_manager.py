@@ -330,7 +330,9 @@ class ReplicaManager:
             # Waiting requests must learn of the change.
             self._complete_delayed(tp)
         self.log_manager.sync_created_logs()
-        self.checkpoint_high_watermarks()
+        # The high watermarks are checkpointed by the broker's periodic task, as in
+        # Kafka: writing all of them here made every LeaderAndIsr cost as much as
+        # the broker has partitions (and an fsync on the event loop).
         return LeaderAndIsrResponse(ErrorCode.none, tuple(errors))
 
     def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:

@@ -49,7 +49,11 @@ from moldau.server.handlers.groups import (
     handle_sync_group,
 )
 from moldau.server.handlers.list_offsets import handle_list_offsets
-from moldau.server.handlers.metadata import handle_describe_cluster, handle_metadata
+from moldau.server.handlers.metadata import (
+    handle_describe_cluster,
+    handle_metadata,
+    handle_metadata_while_starting,
+)
 from moldau.server.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from moldau.server.handlers.offsets import (
     handle_find_coordinator,
@@ -117,6 +121,21 @@ HANDLERS: dict[ApiKey, Handler] = {
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), set(SUPPORTED_VERSIONS) ^ set(HANDLERS)
 
 
+METADATA_HOLD_WHILE_STARTING_S = 1.0
+
+# Answered while the broker starts (its logs loading, no metadata yet): version
+# negotiation, and the controller's and other brokers' requests that starting needs.
+_SERVED_WHILE_STARTING = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,
+    }
+)
+
 # Kafka's request names in its RequestMetrics (ApiKeys' names).
 REQUEST_NAMES: dict[int, str] = {
     k: "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey
@@ -175,8 +194,22 @@ class KafkaApis:
     ) -> Answer:
         key, version = header.api_key, header.api_version
         ctx = RequestContext(header, frame, offset, conn.client)
+        handler = HANDLERS[ApiKey(key)]
+        if not self.broker.serving.is_set() and key not in _SERVED_WHILE_STARTING:
+            # Held, as Kafka holds requests until its broker has started (the client's
+            # own timeout bounds the wait); Metadata for a moment only, then answered
+            # without leaders, so that a long start (logs recovering after a crash)
+            # shows clients a broker that is up and tells them to retry.
+            if key == ApiKey.METADATA:
+                try:
+                    async with asyncio.timeout(METADATA_HOLD_WHILE_STARTING_S):
+                        await self.broker.serving.wait()
+                except TimeoutError:
+                    handler = handle_metadata_while_starting
+            else:
+                await self.broker.serving.wait()
         try:
-            response = await HANDLERS[ApiKey(key)](self.broker, ctx)
+            response = await handler(self.broker, ctx)
         except DecodeError as e:
             raise CloseConnection(f"malformed {ApiKey(key).name} v{version} request: {e}") from e
         except KafkaError as e:

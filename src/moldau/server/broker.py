@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -212,6 +213,9 @@ class Broker:
         self._metadata_ready = asyncio.Event()
         self.metadata_cache.listeners.append(self._on_metadata)
         self.started = False
+        # Set once started: until then client requests wait, and Metadata answers
+        # that no leader is known yet (see KafkaApis).
+        self.serving = asyncio.Event()
         # Set when the broker must stop by itself (every log directory failed), with
         # the reason; whoever runs the broker waits on it and shuts it down.
         self.failed = asyncio.Event()
@@ -238,9 +242,8 @@ class Broker:
             loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
 
         self.failure_channel.listeners.append(on_failure)
-        self.log_manager.startup(self.topic_configs.log_config, self.cluster_id)
-        self.replica_manager.startup()
-        await self.topic_configs.start()
+        # Listen first: while the logs load (on worker threads, the event loop free),
+        # clients connect and are told to wait (see KafkaApis: `serving`).
         for listener in self.listeners:
             server = SocketServer(
                 listener.host,
@@ -253,6 +256,14 @@ class Broker:
             )
             await server.start()
             self.servers.append(server)
+        await asyncio.to_thread(
+            self.log_manager.startup,
+            self.topic_configs.log_config,
+            self.cluster_id,
+            config["num.recovery.threads.per.data.dir"],
+        )
+        self.replica_manager.startup()
+        await self.topic_configs.start()
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
@@ -271,6 +282,7 @@ class Broker:
             log.warning("broker %d: no metadata from the controller yet", self.broker_id)
         self._start_background_tasks()
         self.started = True
+        self.serving.set()
 
     async def _register(self) -> None:
         """Register (ephemeral) and watch the registration. On ZooKeeper, one left by
@@ -306,13 +318,13 @@ class Broker:
         topics = set()
         for d in self.log_manager.log_dirs:
             try:
-                paths = list(d.iterdir()) if d.exists() else []
+                with os.scandir(d) as entries:
+                    names = [e.name for e in entries if e.is_dir()]
             except OSError:
-                continue  # unreadable: LogManager.startup takes it offline
-            for path in paths:
-                if path.is_dir():
-                    with contextlib.suppress(ValueError):
-                        topics.add(TopicPartition.parse_dir_name(path.name).topic)
+                continue  # missing or unreadable: LogManager.startup creates it or fails it
+            for name in names:
+                with contextlib.suppress(ValueError):
+                    topics.add(TopicPartition.parse_dir_name(name).topic)
         return topics
 
     def advertised_endpoints(self) -> tuple[EndPoint, ...]:

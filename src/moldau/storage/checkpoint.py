@@ -11,12 +11,13 @@ directory. A reader never sees a torn file.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from moldau.storage.partition_name import TopicPartition
 
@@ -79,6 +80,48 @@ def write_atomically(path: Path, data: bytes, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def read_file(path: Path) -> bytes:
+    """A whole file, with the fewest syscalls (pathlib's read_bytes costs more, and
+    start-up reads one or two small files per partition)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return cast(Callable[[int], int], libc.syncfs)
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_SYNCFS = _load_syncfs()
+
+
+def can_sync_filesystem() -> bool:
+    return _SYNCFS is not None
+
+
+def sync_filesystem(path: Path) -> None:
+    """Force every write to the file system holding `path` to disk, data and
+    metadata (syncfs(2), which reports write-back errors since Linux 5.8): one call
+    where a clean shutdown of thousands of logs would fsync each of their files."""
+    assert _SYNCFS is not None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _SYNCFS(fd) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno), str(path))
+    finally:
+        os.close(fd)
+
+
 def fsync_file(path: Path) -> None:
     """Force an existing file (and its directory entry) to disk."""
     fsync_dir(path)
@@ -110,7 +153,7 @@ class CheckpointFile:
     def read_lines(self) -> list[str]:
         """The entries; [] if the file is missing. A malformed file raises ValueError."""
         try:
-            text = self.path.read_text()
+            text = read_file(self.path).decode()
         except FileNotFoundError:
             return []
         lines = text.split("\n")

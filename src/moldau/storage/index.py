@@ -5,7 +5,8 @@
 
 Entries live in memory (loaded on first use) and are appended to the file as they
 are added; unlike Kafka the files are not preallocated, so their size is always a
-whole number of entries except after a crash, which `load` repairs.
+whole number of entries except after a crash, which `load` repairs. Nor are they
+created before their first entry: a missing file is an empty index.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import struct
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+
+from moldau.storage.checkpoint import read_file
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -40,7 +43,7 @@ class _Index:
         if self._loaded:
             return
         try:
-            data = self.path.read_bytes()
+            data = read_file(self.path)
         except FileNotFoundError:
             data = b""
         whole = len(data) - len(data) % self.entry_size
@@ -50,6 +53,10 @@ class _Index:
             # A torn entry from a crash: drop it.
             self._open_fd()
             os.ftruncate(self._fd, whole)
+
+    def known_empty(self) -> None:
+        """The file is known to be missing: nothing to read."""
+        self._loaded = True
 
     def _open_fd(self) -> None:
         if self._fd < 0:
@@ -100,6 +107,8 @@ class _Index:
         return self.entries * self.entry_size
 
     def _truncate_entries(self, n: int) -> None:
+        if self._fd < 0 and n == 0 and not self.path.exists():
+            return  # never written (index files are created with their first entry)
         self._open_fd()
         os.ftruncate(self._fd, n * self.entry_size)
 

@@ -45,11 +45,11 @@ from moldau.protocol.records import (
     validate_batch,
 )
 from moldau.protocol.wire import Buffer
-from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.partition_name import TopicPartition
-from moldau.storage.producer_state import ProducerStateManager
+from moldau.storage.producer_state import ProducerStateManager, snapshot_offsets
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -60,6 +60,7 @@ from moldau.storage.segment import (
     FileRecords,
     LogSegment,
     SegmentMark,
+    segment_file_name,
 )
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,9 @@ class Log:
         recovery_point: int,
         on_roll: Callable[[Log, int], None] | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        files: set[str] | None = None,
     ) -> None:
+        """`files`: the names in `directory`, when the caller has just listed it."""
         self.dir = directory
         # The log directory this partition lives in: an I/O error takes all of it offline.
         self.log_dir = directory.parent
@@ -167,7 +170,9 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.on_roll = on_roll
-        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.leader_epoch_cache = LeaderEpochCache(
+            directory, exists=None if files is None else CHECKPOINT_NAME in files
+        )
         self._leo = segments[-1].next_offset()
         self._boundaries: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
         self._unflushed_messages = 0
@@ -175,13 +180,13 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.producer_state = ProducerStateManager(directory)
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(files)
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, files: set[str] | None = None) -> None:
         """From the newest snapshot at or below the log end, plus the batch headers
         after it."""
         ps = self.producer_state
-        ps.load_latest_snapshot(self._leo)
+        ps.load_latest_snapshot(self._leo, None if files is None else snapshot_offsets(files))
         start = max(ps.map_end_offset, self.log_start_offset)
         ps.map_end_offset = start
         for segment in self.segments[self._segment_for(start) :]:
@@ -208,22 +213,31 @@ class Log:
         """Open (or create) the log in `directory`, recovering what an unclean
         shutdown may have left: torn or corrupt batches after the recovery point are
         cut, and their indexes rebuilt."""
-        directory.mkdir(parents=True, exist_ok=True)
-        swapped = _complete_swaps(directory)
+        # One listing of the directory serves every check below: at start-up this
+        # runs once per partition, and a stat or an open per file adds up.
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            directory.mkdir(parents=True)
+            names = []
+        swapped = _complete_swaps(directory, names)
+        if swapped:
+            names = os.listdir(directory)
         bases: list[int] = []
-        for path in directory.iterdir():
-            name = path.name
+        kept: set[str] = set()
+        for name in names:
             if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)):
-                path.unlink()
-            elif name.endswith(LOG_SUFFIX):
+                os.unlink(directory / name)
+                continue
+            kept.add(name)
+            if name.endswith(LOG_SUFFIX):
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
-        for path in directory.iterdir():
+        for name in list(kept):
             # An index without its log is left over from a deletion: remove it.
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                if path.name.endswith(suffix):
-                    stem = path.name[: -len(suffix)]
-                    if not (directory / (stem + LOG_SUFFIX)).exists():
-                        path.unlink()
+                if name.endswith(suffix) and name[: -len(suffix)] + LOG_SUFFIX not in kept:
+                    os.unlink(directory / name)
+                    kept.discard(name)
         now = clock.milliseconds()
 
         def segment(base: int) -> LogSegment:
@@ -233,21 +247,32 @@ class Log:
                 index_interval_bytes=config.index_interval_bytes,
                 max_index_bytes=config.segment_index_bytes,
                 created_ms=now,
+                existing=kept,
             )
 
         segments = [segment(b) for b in sorted(bases)]
+        # A segment large enough to have index entries and without an index file
+        # lost it: rebuilt, as Kafka does. (A smaller one never wrote its file.)
+        unindexed = {
+            seg.base_offset
+            for seg in segments
+            if seg.size > config.index_interval_bytes
+            and segment_file_name(seg.base_offset, INDEX_SUFFIX) not in kept
+        }
         recovered: list[LogSegment] = []
         for i, seg in enumerate(segments):
-            needs_recovery = seg.base_offset in swapped or (
-                not had_clean_shutdown
-                and (i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point)
+            needs_recovery = (
+                seg.base_offset in swapped
+                or seg.base_offset in unindexed
+                or (
+                    not had_clean_shutdown
+                    and (i + 1 == len(segments) or segments[i + 1].base_offset > recovery_point)
+                )
             )
-            if not needs_recovery:
-                try:
-                    seg.offset_index.sanity_check()
-                    seg.time_index.sanity_check()
-                except Exception:
-                    needs_recovery = True
+            # The indexes of a segment that is not recovered are trusted, unread (as
+            # Kafka since KAFKA-7283): after a clean shutdown they were flushed with
+            # their log, and after a crash every segment past the recovery point is
+            # recovered, its indexes rebuilt.
             if needs_recovery:
                 recovered.append(seg)
             if needs_recovery and seg.recover():
@@ -268,6 +293,7 @@ class Log:
             recovery_point,
             on_roll,
             failure_channel,
+            kept,
         )
         # The epochs of the batches re-read: what the unsynced checkpoint may lack.
         for seg in recovered:
@@ -276,6 +302,8 @@ class Log:
                     opened.leader_epoch_cache.assign(
                         header.partition_leader_epoch, header.base_offset
                     )
+        # The recovery point moves past them below: their epochs go to disk now.
+        opened.leader_epoch_cache.flush()
         opened.recovery_point = min(max(recovery_point, 0), opened.log_end_offset)
         if not had_clean_shutdown:
             opened.recovery_point = opened.log_end_offset
@@ -431,7 +459,7 @@ class Log:
                     self._fsync_segments(last + 1)
                 self.leader_epoch_cache.assign(epoch, first)
             except OSError:
-                self._undo_append(segment, mark, first, epoch)
+                self._undo_append(segment, mark, first)
                 raise
         except OSError as e:
             raise self._storage_error(f"append to {self.tp}", e) from e
@@ -442,22 +470,19 @@ class Log:
         if flush:
             self._flushed(last + 1)
 
-    def _undo_append(self, segment: LogSegment, mark: SegmentMark, first: int, epoch: int) -> None:
+    def _undo_append(self, segment: LogSegment, mark: SegmentMark, first: int) -> None:
         try:
             segment.rollback(mark, first)
-            if epoch > self.leader_epoch_cache.latest_epoch:
-                # The checkpoint may have been renamed into place before the failure
-                # (its directory's fsync): put back what memory still says.
-                self.leader_epoch_cache.rewrite()
         except OSError as e:
             # The directory goes offline for the first error; recovery on the next
             # start cuts whatever could not be cut now.
             log.warning("%s: could not cut a failed append: %s", self.tp, e)
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
-        """A new leader epoch starts at `start_offset` (written to the checkpoint)."""
-        with self._io("leader epoch checkpoint of"):
-            self.leader_epoch_cache.assign(epoch, start_offset)
+        """A new leader epoch starts at `start_offset` (checkpointed with the next
+        flush)."""
+        self._check_open()
+        self.leader_epoch_cache.assign(epoch, start_offset)
 
     def _check_timestamps(self, header: BatchHeader, now: int) -> None:
         # Checked on the batch header alone: its base and max timestamps bound the
@@ -817,6 +842,11 @@ class Log:
                 seg.flush()
         self.leader_epoch_cache.flush()
 
+    def synced(self) -> None:
+        """Everything written is on disk (the file system was synced): the recovery
+        point moves to the log end."""
+        self._flushed(self._leo)
+
     def _flushed(self, target: int) -> None:
         self.recovery_point = max(self.recovery_point, target)
         self._unflushed_messages = 0
@@ -827,15 +857,16 @@ class Log:
         for seg in self.segments:
             seg.index_interval_bytes = config.index_interval_bytes
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         """A clean close: the producer state snapshot and the time indexes' last
-        entries are written, then the files closed."""
+        entries are written, then the files closed. Without `sync` nothing is forced
+        to disk: the caller syncs the whole file system, then calls `synced`."""
         with self._flush_lock, self._io("close of"):
             for _, seg in self._pending_deletes:
                 seg.delete_files()
             self._pending_deletes = []
-            self.producer_state.take_snapshot()
-            self.leader_epoch_cache.flush()
+            self.producer_state.take_snapshot(sync)
+            self.leader_epoch_cache.flush(sync)
             for seg in self.segments:
                 seg.close()
             self.closed = True
@@ -876,13 +907,16 @@ def _with_log_append_time(
     return [prefix, _CRC.pack(crc), bytes(header), body]
 
 
-def _complete_swaps(directory: Path) -> set[int]:
+def _complete_swaps(directory: Path, names: list[str]) -> set[int]:
     """Finish segment swaps a crash interrupted: a `.log.swap` is a complete cleaned
     segment that replaces the `.log` of the same base offset. Returns their base
     offsets (their indexes are rebuilt)."""
     done = set()
-    for path in directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}"):
-        base = int(path.name.split(".")[0])
+    for name in names:
+        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        path = directory / name
+        base = int(name.split(".")[0])
         target = directory / f"{base:020d}{LOG_SUFFIX}"
         os.replace(path, target)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):

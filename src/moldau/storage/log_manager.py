@@ -19,6 +19,7 @@ import os
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from moldau.clock import Clock
@@ -27,7 +28,9 @@ from moldau.storage.checkpoint import (
     OffsetCheckpointFile,
     Snapshot,
     SnapshotWriter,
+    can_sync_filesystem,
     fsync_dir,
+    sync_filesystem,
     write_atomically,
 )
 from moldau.storage.log import Log, remove_log_dir
@@ -100,17 +103,36 @@ class LogManager:
         with contextlib.suppress(KafkaStorageError), self.io(log_dir, action):
             yield
 
-    def startup(self, config_for: Callable[[str], LogConfig], cluster_id: str) -> None:
-        """Load every log directory. One that fails to load goes offline and the
-        others are served (as Kafka's loadLogs); none left is an error."""
-        for log_dir in self.log_dirs:
+    def startup(
+        self,
+        config_for: Callable[[str], LogConfig],
+        cluster_id: str,
+        recovery_threads_per_dir: int = 1,
+    ) -> None:
+        """Load every log directory, each on its own thread and its logs on
+        `recovery_threads_per_dir` threads (Kafka's num.recovery.threads.per.data.dir).
+        One that fails to load goes offline and the others are served (as Kafka's
+        loadLogs); none left is an error. The broker calls this on a worker thread
+        before anything else touches the logs."""
+        threads = max(1, recovery_threads_per_dir)
+        with ThreadPoolExecutor(len(self.log_dirs), thread_name_prefix="log-dir") as pool:
+            loads = [
+                (d, pool.submit(self._load_dir, d, config_for, cluster_id, threads))
+                for d in self.log_dirs
+            ]
+        for log_dir, load in loads:
             try:
                 with self.io(log_dir, "loading"):
-                    self._load_dir(log_dir, config_for, cluster_id)
+                    loaded, cleaned = load.result()
             except KafkaStorageError:
                 if not self.failure_channel.is_offline(log_dir):
                     raise  # not an I/O error: e.g. another broker's meta.properties
                 self.handle_log_dir_failure(log_dir)
+                continue
+            for lg in loaded:
+                self.logs[lg.tp] = lg
+                self._dir_of[lg.tp] = log_dir
+            self.cleaner_checkpoints.update(cleaned)
         if not self.live_log_dirs:
             raise KafkaStorageError(self.all_dirs_failed_message())
         self.checkpoint()
@@ -122,45 +144,74 @@ class LogManager:
         return f"every log directory has failed ({reasons})"
 
     def _load_dir(
-        self, log_dir: Path, config_for: Callable[[str], LogConfig], cluster_id: str
-    ) -> None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self._check_meta_properties(log_dir, cluster_id)
-        marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        self.cleaner_checkpoints.update(self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT))
-        recovered = False
-        for path in sorted(log_dir.iterdir()):
-            if not path.is_dir():
+        self,
+        log_dir: Path,
+        config_for: Callable[[str], LogConfig],
+        cluster_id: str,
+        threads: int,
+    ) -> tuple[list[Log], Offsets]:
+        """The logs of one directory and its cleaner checkpoint (on a worker thread:
+        it changes nothing of this manager's state)."""
+        with self.io(log_dir, "loading"):
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._check_meta_properties(log_dir, cluster_id)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            cleaned = self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+            with os.scandir(log_dir) as entries:
+                # d_type from the listing: no stat per entry.
+                names = sorted(e.name for e in entries if e.is_dir())
+        partitions = []
+        for name in names:
+            if name.endswith(DELETE_DIR_SUFFIX):
+                with self.io(log_dir, "removing a deleted log"):
+                    remove_log_dir(log_dir / name)
                 continue
-            if path.name.endswith(DELETE_DIR_SUFFIX):
-                remove_log_dir(path)
-                continue
+            with contextlib.suppress(ValueError):  # not a partition's directory
+                partitions.append(TopicPartition.parse_dir_name(name))
+
+        def open_log(tp: TopicPartition) -> Log:
+            with self.io(log_dir, f"loading the log of {tp}"):
+                return Log.open(
+                    log_dir / tp.dir_name,
+                    tp,
+                    config_for(tp.topic),
+                    self.clock,
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    had_clean_shutdown=clean,
+                    on_roll=self._on_roll,
+                    failure_channel=self.failure_channel,
+                )
+
+        if threads == 1 or len(partitions) < 2:
+            loaded = []
             try:
-                tp = TopicPartition.parse_dir_name(path.name)
-            except ValueError:
-                continue
-            opened = Log.open(
-                path,
-                tp,
-                config_for(tp.topic),
-                self.clock,
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=start_offsets.get(tp, 0),
-                had_clean_shutdown=clean,
-                on_roll=self._on_roll,
-                failure_channel=self.failure_channel,
-            )
-            self.logs[tp] = opened
-            self._dir_of[tp] = log_dir
-            recovered = True
-        if not clean and recovered:
+                for tp in partitions:
+                    loaded.append(open_log(tp))
+            except BaseException:
+                for lg in loaded:
+                    lg.close_handlers()
+                raise
+        else:
+            with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+                futures = [pool.submit(open_log, tp) for tp in partitions]
+            errors = [e for f in futures if (e := f.exception()) is not None]
+            if errors:
+                for f in futures:
+                    if f.exception() is None:
+                        f.result().close_handlers()
+                raise errors[0]
+            loaded = [f.result() for f in futures]
+        if not clean and loaded:
             log.info("%s: recovered logs after an unclean shutdown", log_dir)
-        # From now on a crash is unclean until the next clean shutdown.
-        marker.unlink(missing_ok=True)
-        fsync_dir(log_dir)
+        with self.io(log_dir, "loading"):
+            # From now on a crash is unclean until the next clean shutdown.
+            marker.unlink(missing_ok=True)
+            fsync_dir(log_dir)
+        return loaded, cleaned
 
     def _check_meta_properties(self, log_dir: Path, cluster_id: str) -> None:
         path = log_dir / META_PROPERTIES
@@ -193,13 +244,24 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean marker
-        (in the directories that are still online)."""
+        (in the directories that are still online). Where the system can, files are
+        written without an fsync each and every log directory's file system is then
+        synced at once: 10,000 logs would otherwise cost 30,000 fsyncs."""
+        at_once = can_sync_filesystem()
         for lg in self.logs.values():
             try:
-                lg.flush()
-                lg.close()
+                if not at_once:
+                    lg.flush()
+                lg.close(sync=not at_once)
             except KafkaStorageError as e:
                 log.error("shutdown: %s", e)
+        if at_once:
+            for log_dir in self.live_log_dirs:
+                with self.io_or_offline(log_dir, "syncing the logs at shutdown"):
+                    sync_filesystem(log_dir)
+            for tp, lg in self.logs.items():
+                if not self.failure_channel.is_offline(self._dir_of[tp]):
+                    lg.synced()
         for lg in [*self.logs.values(), *self._offline_logs]:
             lg.close_handlers()  # those that could not close cleanly
         self.checkpoint()

@@ -13,6 +13,7 @@ headers after it.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections import deque
 from collections.abc import Iterable
@@ -146,13 +147,11 @@ class ProducerStateManager:
     # -- snapshots -----------------------------------------------------------------------
 
     def snapshot_offsets(self) -> list[int]:
-        return sorted(
-            int(p.name[: -len(SNAPSHOT_SUFFIX)])
-            for p in self.dir.glob(f"*{SNAPSHOT_SUFFIX}")
-            if p.name[: -len(SNAPSHOT_SUFFIX)].isdigit()
-        )
+        return snapshot_offsets(os.listdir(self.dir))
 
-    def take_snapshot(self) -> None:
+    def take_snapshot(self, sync: bool = True) -> None:
+        """Write the state as of map_end_offset; without `sync` the file is not forced
+        to disk (the caller syncs the whole file system)."""
         body = bytearray(_HEAD.pack(_MAGIC, _VERSION, len(self.producers)))
         for e in self.producers.values():
             body += _PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
@@ -161,14 +160,17 @@ class ProducerStateManager:
                     b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp
                 )
         body += _CRC.pack(crc32c.crc32c(bytes(body)))
-        write_atomically(self.dir / snapshot_name(self.map_end_offset), bytes(body))
+        write_atomically(self.dir / snapshot_name(self.map_end_offset), bytes(body), sync)
 
-    def load_latest_snapshot(self, max_offset: int) -> None:
+    def load_latest_snapshot(self, max_offset: int, offsets: list[int] | None = None) -> None:
         """Start from the newest readable snapshot at or below `max_offset` (snapshots
-        above it describe data that is gone and are deleted); else from nothing."""
+        above it describe data that is gone and are deleted); else from nothing.
+        `offsets`: those of the snapshots on disk, if the caller knows them."""
         self.producers = {}
         self.map_end_offset = 0
-        for offset in reversed(self.snapshot_offsets()):
+        if offsets is None:
+            offsets = self.snapshot_offsets()
+        for offset in reversed(offsets):
             path = self.dir / snapshot_name(offset)
             if offset > max_offset:
                 path.unlink(missing_ok=True)
@@ -192,6 +194,15 @@ class ProducerStateManager:
     def delete_all_snapshots(self) -> None:
         for o in self.snapshot_offsets():
             (self.dir / snapshot_name(o)).unlink(missing_ok=True)
+
+
+def snapshot_offsets(names: Iterable[str]) -> list[int]:
+    """The offsets of the producer state snapshots among these file names, in order."""
+    return sorted(
+        int(stem)
+        for name in names
+        if name.endswith(SNAPSHOT_SUFFIX) and (stem := name[: -len(SNAPSHOT_SUFFIX)]).isdigit()
+    )
 
 
 def _read_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:

@@ -94,7 +94,10 @@ class LogSegment:
         max_index_bytes: int,
         created_ms: int,
         file_suffix: str = "",
+        existing: set[str] | None = None,
     ) -> None:
+        """`existing`: the names in `directory`, when the caller has just listed it
+        (so that an index file known to be missing is not looked for)."""
         self.base_offset = base_offset
         self.directory = directory
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
@@ -110,9 +113,13 @@ class LogSegment:
             base_offset,
             max_index_bytes,
         )
-        # The index files exist from the start, as Kafka's do, even while empty.
-        self.offset_index.path.touch(exist_ok=True)
-        self.time_index.path.touch(exist_ok=True)
+        # Unlike Kafka's, an index file is created with its first entry: a new
+        # partition costs a directory and one file (creating files is what creating
+        # thousands of partitions waits on). A missing index is an empty one.
+        if existing is not None:
+            for index in (self.offset_index, self.time_index):
+                if index.path.name not in existing:
+                    index.known_empty()
         self.index_interval_bytes = index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.created_ms = created_ms
@@ -287,6 +294,8 @@ class LogSegment:
 
     def next_offset(self) -> int:
         """The offset after the last batch in this segment (base offset if empty)."""
+        if self.size == 0:
+            return self.base_offset
         _, position = self.offset_index.lookup(2**63 - 1)
         last = None
         for batch in self.batches_from(position):

@@ -83,6 +83,39 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
     return RawBody([body])
 
 
+async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) -> Response:
+    """While the broker starts (its logs loading): itself as the only broker, and no
+    leader yet for any topic asked for (LEADER_NOT_AVAILABLE, which clients retry
+    soon); nothing is created."""
+    req = ctx.body()
+    names = [] if req.topics is None else [t.name for t in req.topics if t.name is not None]
+    brokers = [
+        {"node_id": broker.broker_id, "host": ep.host, "port": ep.port, "rack": broker.config.rack}
+        for ep in broker.advertised_endpoints()
+        if ep.listener == ctx.client.listener
+    ]
+    topics = [
+        {
+            "error_code": ErrorCode.leader_not_available,
+            "name": name,
+            "is_internal": name in INTERNAL_TOPICS,
+        }
+        for name in dict.fromkeys(names)
+    ]
+    return build_response(
+        ApiKey.METADATA,
+        ctx.version,
+        {
+            "throttle_time": 0,
+            "brokers": brokers,
+            "cluster_id": broker.cluster_id,
+            "controller_id": -1,
+            "topics": topics,
+            "cluster_authorized_operations": -(2**31),
+        },
+    )
+
+
 def _topic(broker: Broker, name: str, version: int) -> dict[str, Any]:
     cache = broker.metadata_cache
     partitions = []
