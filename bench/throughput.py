@@ -170,20 +170,22 @@ def produce_worker(
     size: int,
     out: mp.Queue,  # type: ignore[type-arg]
     acks: str = "1",
+    tuned: bool = True,
 ) -> None:
     from confluent_kafka import Producer
 
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "compression.type": "none",
-        }
-    )
+    config = {"bootstrap.servers": bootstrap, "acks": acks}
+    if tuned:
+        config.update(
+            {
+                "linger.ms": 5,
+                "batch.size": 1_000_000,
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                "compression.type": "none",
+            }
+        )
+    p = Producer(config)
     value = os.urandom(size)
     latencies: list[float] = []
     errors = [0]
@@ -220,24 +222,33 @@ def produce_worker(
 
 
 def consume_worker(
-    bootstrap: str, topic: str, partitions: list[int], n: int, out: mp.Queue
-) -> None:  # type: ignore[type-arg]
+    bootstrap: str,
+    topic: str,
+    partitions: list[int],
+    n: int,
+    out: mp.Queue,  # type: ignore[type-arg]
+    tuned: bool = True,
+) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{topic}",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 1_048_576,
-            # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) once its queue
-            # holds queued.min.messages (100k): two 10 MB fetches of 100 B records do,
-            # and the run would measure that pause rather than either broker.
-            "queued.min.messages": 10_000_000,
-        }
-    )
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-{topic}",
+        "enable.auto.commit": False,
+        # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) once its queue
+        # holds queued.min.messages (100k): two 10 MB fetches of 100 B records do,
+        # and the run would measure that pause rather than either broker.
+        "queued.min.messages": 10_000_000,
+    }
+    if tuned:
+        config.update(
+            {
+                "fetch.max.bytes": 52_428_800,
+                "max.partition.fetch.bytes": 10_485_760,
+                "queued.max.messages.kbytes": 1_048_576,
+            }
+        )
+    c = Consumer(config)
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
     got = 0
     nbytes = 0
@@ -326,21 +337,29 @@ def run_latency(broker: Broker, topic: str, size: int, rate: int, seconds: float
 
 
 def run_phase(
-    broker: Broker, kind: str, topic: str, workers: int, per_worker: int, size: int
+    broker: Broker,
+    kind: str,
+    topic: str,
+    workers: int,
+    per_worker: int,
+    size: int,
+    tuned: bool = True,
 ) -> Phase:
     ctx = mp.get_context("spawn")
     queue: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
     if kind == "produce":
         procs = [
             ctx.Process(
-                target=produce_worker, args=(broker.bootstrap, topic, w, per_worker, size, queue)
+                target=produce_worker,
+                args=(broker.bootstrap, topic, w, per_worker, size, queue, "1", tuned),
             )
             for w in range(workers)
         ]
     else:
         procs = [
             ctx.Process(
-                target=consume_worker, args=(broker.bootstrap, topic, [w], per_worker, queue)
+                target=consume_worker,
+                args=(broker.bootstrap, topic, [w], per_worker, queue, tuned),
             )
             for w in range(workers)
         ]
@@ -411,6 +430,50 @@ def bench_broker(
             return BrokerResult(name, broker.ready_s, idle_rss, phases)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def lone_rounds(names: list[str], rounds: int, records: int, size: int) -> str:
+    """One producer, then one consumer, with librdkafka's defaults (acks=1; the
+    consumer's queue back-off kept out), on each broker in turn, round after round:
+    the ratio of each round compares runs made seconds apart."""
+    rows: list[tuple[int, str, Phase, Phase]] = []
+    for r in range(rounds):
+        for name in names:
+            workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+            try:
+                with started(name, workdir) as broker:
+                    topic = f"lone-{r}"
+                    create_topic(broker.bootstrap, topic, 1)
+                    p = run_phase(broker, "produce", topic, 1, records, size, tuned=False)
+                    c = run_phase(broker, "consume", topic, 1, records, size, tuned=False)
+                    rows.append((r, name, p, c))
+                    print(f"round {r + 1} {name}: produce {p.rate:,.0f} rec/s, "
+                          f"consume {c.rate:,.0f} rec/s", flush=True)  # fmt: skip
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+    lines = [
+        f"## {datetime.date.today().isoformat()}: one producer, one consumer, client "
+        f"defaults, {size} B records, acks=1",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        "| round | broker | produce rec/s | CPU µs/MB written | consume rec/s | CPU µs/MB read |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r, name, p, c in rows:
+        lines.append(
+            f"| {r + 1} | {name} | {p.rate:,.0f} | {p.cpu_us_per_mb:,.0f} | {c.rate:,.0f} "
+            f"| {c.cpu_us_per_mb:,.0f} |"
+        )
+    if len(names) == 2:
+        lines += ["", f"Ratios {names[0]} / {names[1]}, round by round:", ""]
+        for r in range(rounds):
+            (_, _, p0, c0), (_, _, p1, c1) = [row for row in rows if row[0] == r]
+            lines.append(
+                f"- round {r + 1}: produce {p0.rate / p1.rate:.2f}x, "
+                f"consume {c0.rate / c1.rate:.2f}x"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def warm_memory(gib: int) -> float:
@@ -509,8 +572,17 @@ def main() -> None:
     parser.add_argument(
         "--warm-memory", type=int, default=8, metavar="GIB", help="GiB to touch before measuring"
     )
+    parser.add_argument(
+        "--lone", type=int, default=0, metavar="ROUNDS",
+        help="one producer and one consumer with client defaults, round after round",
+    )  # fmt: skip
     args = parser.parse_args()
     scale = 10 if args.quick else 1
+    if args.lone:
+        warm_memory(args.warm_memory)
+        names = args.brokers.split(",")
+        publish(lone_rounds(names, args.lone, 1_000_000 // scale, 100), args.record)
+        return
     sizes = {100: 2_000_000 // scale, 1024: 500_000 // scale}
     producers = consumers = args.producers
     warmed = warm_memory(args.warm_memory)
