@@ -581,7 +581,7 @@ def main() -> None:
     if args.lone:
         warm_memory(args.warm_memory)
         names = args.brokers.split(",")
-        publish(lone_rounds(names, args.lone, 1_000_000 // scale, 100), args.record)
+        publish(lone_rounds(names, args.lone, 3_000_000 // scale, 100), args.record)
         return
     sizes = {100: 2_000_000 // scale, 1024: 500_000 // scale}
     producers = consumers = args.producers

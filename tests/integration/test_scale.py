@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,9 @@ def test_a_starting_broker_accepts_clients_and_holds_them_until_its_logs_are_loa
 ) -> None:
     """Log loading is held back (a slow disk, as 10,000 logs or a recovery after a
     crash make it) by an event: meanwhile the broker takes connections, Metadata
-    says there is no leader yet (LEADER_NOT_AVAILABLE, retriable), and a producer's
-    record waits; once the logs are loaded, the record is written after the one
-    from before the restart."""
+    says there is no leader yet (LEADER_NOT_AVAILABLE, retriable), a producer's
+    record and an admin client's CreateTopics wait; once the logs are loaded, the
+    record is written after the one from before the restart, and the topic created."""
     config = BrokerConfig(
         {"broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
     )
@@ -105,9 +106,14 @@ def test_a_starting_broker_accepts_clients_and_holds_them_until_its_logs_are_loa
             on_delivery=lambda err, msg: delivered.append((err, msg.offset())),
         )  # fmt: skip
         assert producer.flush(1.5) == 1, "the record went through while logs were loading"
+        # A new admin client: its first Metadata is answered while the broker starts.
+        fresh = AdminClient({"bootstrap.servers": bootstrap})
+        created = fresh.create_topics([NewTopic(f"{topic_name}-new", 1, 1)])
+        time.sleep(1.5)  # past the Metadata hold
         release.set()
         assert producer.flush(30) == 0
         assert delivered == [(None, 1)]
+        created[f"{topic_name}-new"].result(30)
 
     async def second_run() -> None:
         cluster = EmbeddedCluster([config], tmp_path / METADATA_DIR)

@@ -84,9 +84,13 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
 
 
 async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) -> Response:
-    """While the broker starts (its logs loading): itself as the only broker, and no
-    leader yet for any topic asked for (LEADER_NOT_AVAILABLE, which clients retry
-    soon); nothing is created."""
+    """While the broker starts (its logs loading): itself as the only broker and as
+    the controller, and no leader yet for any topic asked for (LEADER_NOT_AVAILABLE,
+    which clients retry soon); nothing is created. Admin clients send their requests
+    to the controller named here, and wait for one while none is (librdkafka until
+    its next periodic refresh, minutes): this broker takes them (held until it has
+    started), as any broker takes them in KRaft-era Kafka, which names a random live
+    broker as the controller."""
     req = ctx.body()
     names = [] if req.topics is None else [t.name for t in req.topics if t.name is not None]
     brokers = [
@@ -109,7 +113,7 @@ async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) ->
             "throttle_time": 0,
             "brokers": brokers,
             "cluster_id": broker.cluster_id,
-            "controller_id": -1,
+            "controller_id": broker.broker_id,
             "topics": topics,
             "cluster_authorized_operations": -(2**31),
         },
