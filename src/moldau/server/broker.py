@@ -662,7 +662,9 @@ class Broker:
         await self.group_coordinator.close()
         self.replica_manager.shutdown(checkpoint=clean)
         if clean:
-            self.log_manager.shutdown()
+            # Off the event loop: it fsyncs, and in-process clusters run other
+            # brokers on the same loop.
+            await asyncio.to_thread(self.log_manager.shutdown)
         else:
             self.log_manager.halt()
         if isinstance(self.transport, InProcessTransport):
