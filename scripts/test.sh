@@ -23,6 +23,10 @@ fi
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark]'
+# kio 0.5.0 (Kafka 3.x's schemas, with the versions Kafka 4.0 dropped) apart from the
+# kio the broker uses: tests/unit/test_legacy_schemas.py checks our bytes against it.
+[ -d .venv/kio-0.5.0/kio ] || .venv/bin/pip install -q --disable-pip-version-check \
+  --no-deps --target .venv/kio-0.5.0 kio==0.5.0
 
 lint_dirs="src tests"; [ -d bench ] && lint_dirs="$lint_dirs bench"
 .venv/bin/ruff check $lint_dirs

@@ -90,6 +90,8 @@ class OffsetCommitEntry:
     offset: int
     leader_epoch: int
     metadata: str | None
+    # The commit's time as the client gave it (OffsetCommit v1); -1: the broker's.
+    commit_timestamp_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -876,7 +878,8 @@ class GroupCoordinator:
             if len(metadata.encode()) > self.config.max_metadata_size:
                 results[tp] = ErrorCode.offset_metadata_too_large
                 continue
-            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now)
+            at = now if entry.commit_timestamp_ms < 0 else entry.commit_timestamp_ms
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, at)
             accepted[tp] = value
             records.append(
                 (

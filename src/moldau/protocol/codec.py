@@ -35,8 +35,10 @@ from kio.serial.errors import SerialError
 from kio.serial.readers import read_compact_array_length, read_legacy_array_length
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
+from moldau.protocol import legacy_schemas
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.control_wire import CONTROL_VERSIONS
+from moldau.protocol.legacy_schemas import ALIASES
 from moldau.protocol.wire import DecodeError, Reader, pack_i32
 
 _Read = Callable[[memoryview, int], tuple[Any, int]]
@@ -59,7 +61,7 @@ _KNOWN_VERSIONS: dict[int, frozenset[int]] = {
 
 
 def _known(api_key: int, api_version: int) -> bool:
-    return api_version in _KNOWN_VERSIONS.get(api_key, ())
+    return api_version in _KNOWN_VERSIONS.get(api_key, ()) or (api_key, api_version) in ALIASES
 
 
 def request_class(api_key: int, api_version: int) -> type[RequestPayload] | None:
@@ -72,6 +74,10 @@ def response_class(api_key: int, api_version: int) -> type[ResponsePayload] | No
 
 @cache
 def _request_class(api_key: int, api_version: int) -> type[RequestPayload] | None:
+    legacy = legacy_schemas.REQUESTS.get((api_key, api_version))
+    if legacy is not None:
+        return cast(type[RequestPayload], legacy)
+    api_version = ALIASES.get((api_key, api_version), api_version)
     try:
         return load_request_schema(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):
@@ -80,6 +86,7 @@ def _request_class(api_key: int, api_version: int) -> type[RequestPayload] | Non
 
 @cache
 def _response_class(api_key: int, api_version: int) -> type[ResponsePayload] | None:
+    api_version = ALIASES.get((api_key, api_version), api_version)
     try:
         return load_response_schema(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):

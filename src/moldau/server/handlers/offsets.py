@@ -99,8 +99,18 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext) -> Respon
     return build_response(ApiKey.FIND_COORDINATOR, version, found)
 
 
+async def _ensure_offsets_topic_for_v0(broker: Broker, version: int) -> None:
+    """Clients of Kafka 0.8.1 send OffsetCommit and OffsetFetch v0 to any broker,
+    without FindCoordinator, which is what creates __consumer_offsets: create it
+    here (they retry NOT_COORDINATOR until it is ready)."""
+    if version == 0:
+        with contextlib.suppress(KafkaError):  # answered as not coordinator for now
+            await _ensure_offsets_topic(broker)
+
+
 async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    await _ensure_offsets_topic_for_v0(broker, ctx.version)
     offsets: dict[TopicPartition, OffsetCommitEntry] = {}
     results: dict[TopicPartition, ErrorCode] = {}
     for t in req.topics:
@@ -113,14 +123,17 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
                 p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata,
+                getattr(p, "commit_timestamp", -1),  # v1 only
             )
     if offsets:
+        # v0 has no generation or member: a commit from outside any generation, as
+        # a consumer without a group makes (Kafka 3.x stores it as any other).
         results.update(
             await broker.group_coordinator.commit_offsets(
                 req.group_id,
-                req.generation_id_or_member_epoch,
+                getattr(req, "generation_id_or_member_epoch", -1),
                 offsets,
-                req.member_id,
+                getattr(req, "member_id", ""),
                 getattr(req, "group_instance_id", None),
             )
         )
@@ -167,6 +180,7 @@ def _fetch_group(
 async def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     version = ctx.version
+    await _ensure_offsets_topic_for_v0(broker, version)
     if version >= 8:
         groups = []
         for g in req.groups:

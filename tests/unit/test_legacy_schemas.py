@@ -1,0 +1,164 @@
+"""Request versions Kafka 4.0 dropped (issue 11), written for kio's readers and
+writers: each encodes to bytes that kio 0.5.0 (generated from Kafka 3.x's schemas,
+installed apart by scripts/test.sh, and run in its own interpreter since it shares
+kio's name) reads and writes back byte for byte, and decodes to what was encoded."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kio.serial import entity_reader, entity_writer
+
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import build_entity, build_response, request_class
+from moldau.protocol.legacy_schemas import (
+    OffsetCommitRequestPartitionV0,
+    OffsetCommitRequestPartitionV1,
+    OffsetCommitRequestTopicV0,
+    OffsetCommitRequestTopicV1,
+    OffsetCommitRequestV0,
+    OffsetCommitRequestV1,
+)
+
+KIO_3X = Path(sys.prefix) / "kio-0.5.0"
+
+# Decodes with kio 0.5.0 and encodes again: prints, per case, the bytes (hex) and
+# the decoded fields.
+_REFERENCE = """
+import dataclasses, importlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+from kio.serial import entity_reader, entity_writer
+out = {}
+for name, (module, cls, hexed) in json.loads(sys.stdin.read()).items():
+    schema = getattr(importlib.import_module(module), cls)
+    entity, _ = entity_reader(schema)(memoryview(bytes.fromhex(hexed)), 0)
+    buf = io.BytesIO()
+    entity_writer(schema)(buf, entity)
+    out[name] = (buf.getvalue().hex(), json.dumps(dataclasses.asdict(entity), default=str))
+print(json.dumps(out))
+"""
+
+
+def decode(cls: type, data: bytes) -> object:
+    value, _ = entity_reader(cls)(memoryview(data).toreadonly(), 0)
+    return value
+
+
+def encode(entity: object) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def fields_of(entity: object) -> str:
+    return json.dumps(dataclasses.asdict(entity), default=str)  # type: ignore[call-overload]
+
+
+def through_kio_3x(cases: dict[str, tuple[str, str, bytes]]) -> dict[str, tuple[bytes, str]]:
+    if not (KIO_3X / "kio").is_dir():
+        pytest.fail(f"kio 0.5.0 is not installed in {KIO_3X} (scripts/test.sh installs it)")
+    done = subprocess.run(
+        [sys.executable, "-c", _REFERENCE, str(KIO_3X)],
+        input=json.dumps({k: (m, c, b.hex()) for k, (m, c, b) in cases.items()}),
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return {k: (bytes.fromhex(h), f) for k, (h, f) in json.loads(done.stdout).items()}
+
+
+V0 = OffsetCommitRequestV0(
+    group_id="g",
+    topics=(
+        OffsetCommitRequestTopicV0(
+            name="t",
+            partitions=(
+                OffsetCommitRequestPartitionV0(
+                    partition_index=0, committed_offset=42, committed_metadata="m"
+                ),
+                OffsetCommitRequestPartitionV0(
+                    partition_index=3, committed_offset=7, committed_metadata=None
+                ),
+            ),
+        ),
+    ),
+)
+V1 = OffsetCommitRequestV1(
+    group_id="g",
+    generation_id_or_member_epoch=5,
+    member_id="member-1",
+    topics=(
+        OffsetCommitRequestTopicV1(
+            name="t",
+            partitions=(
+                OffsetCommitRequestPartitionV1(
+                    partition_index=1,
+                    committed_offset=42,
+                    commit_timestamp=1_700_000_000_000,
+                    committed_metadata="",
+                ),
+            ),
+        ),
+    ),
+)
+
+
+def test_offset_commit_v0_and_v1_requests_are_kafka_3x_bytes() -> None:
+    ours = {"v0": encode(V0), "v1": encode(V1)}
+    entities = {"v0": V0, "v1": V1}
+    theirs = through_kio_3x(
+        {
+            "v0": ("kio.schema.offset_commit.v0.request", "OffsetCommitRequest", ours["v0"]),
+            "v1": ("kio.schema.offset_commit.v1.request", "OffsetCommitRequest", ours["v1"]),
+        }
+    )
+    assert theirs == {k: (b, fields_of(entities[k])) for k, b in ours.items()}
+    for version, entity in ((0, V0), (1, V1)):
+        cls = request_class(ApiKey.OFFSET_COMMIT, version)
+        assert cls is type(entity)
+        assert decode(cls, ours[f"v{version}"]) == entity
+
+
+def test_versions_served_as_a_later_one_have_its_bytes() -> None:
+    """OffsetCommit v0-v1 responses are v2's; OffsetFetch v0 is v1 both ways."""
+    commit = build_response(
+        ApiKey.OFFSET_COMMIT, 0,
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 25}]}]},
+    )  # fmt: skip
+    fetch_request_class = request_class(ApiKey.OFFSET_FETCH, 0)
+    assert fetch_request_class is not None
+    fetch_request = build_entity(
+        fetch_request_class,
+        {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 2]}]},
+    )
+    fetch = build_response(
+        ApiKey.OFFSET_FETCH, 0,
+        {"topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 42, "metadata": "m", "error_code": 0},
+            {"partition_index": 2, "committed_offset": -1, "metadata": None, "error_code": 0},
+        ]}]},
+    )  # fmt: skip
+    entities = {
+        "commit v0": commit,
+        "commit v1": commit,
+        "fetch request v0": fetch_request,
+        "fetch v0": fetch,
+    }
+    ours = {k: encode(e) for k, e in entities.items()}
+    theirs = through_kio_3x(
+        {
+            "commit v0": ("kio.schema.offset_commit.v0.response", "OffsetCommitResponse",
+                          ours["commit v0"]),
+            "commit v1": ("kio.schema.offset_commit.v1.response", "OffsetCommitResponse",
+                          ours["commit v1"]),
+            "fetch request v0": ("kio.schema.offset_fetch.v0.request", "OffsetFetchRequest",
+                                 ours["fetch request v0"]),
+            "fetch v0": ("kio.schema.offset_fetch.v0.response", "OffsetFetchResponse",
+                         ours["fetch v0"]),
+        }
+    )  # fmt: skip
+    assert {k: b for k, (b, _) in theirs.items()} == ours
