@@ -10,26 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from moldau.config.broker import BrokerConfig
 from moldau.protocol import alter_partition as ap
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import encode_body
 from moldau.protocol.control import AlterPartitionItem
 from moldau.protocol.errors import ErrorCode
 from moldau.server.control_client import NetworkTransport
-from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
 from moldau.storage.partition_name import TopicPartition
 from tests.integration.clients import create_topic
+from tests.integration.in_process import single_broker
 
 pytestmark = pytest.mark.integration
 
 
 def test_alter_partition_on_the_wire(tmp_path: Path, topic_name: str) -> None:
     async def main() -> None:
-        config = BrokerConfig(
-            {"broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
-        )
-        cluster = EmbeddedCluster([config], tmp_path / METADATA_DIR)
+        cluster = single_broker(tmp_path)
         await cluster.start()
         broker = cluster.brokers[0]
         link = NetworkTransport(0, lambda _: ("127.0.0.1", broker.port))

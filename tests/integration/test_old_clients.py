@@ -15,9 +15,8 @@ from confluent_kafka import TopicPartition as CTP
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from moldau.config.broker import BrokerConfig
-from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
 from tests.integration.clients import create_topic
+from tests.integration.in_process import running_broker
 
 pytestmark = pytest.mark.integration
 
@@ -53,15 +52,9 @@ def test_offsets_committed_with_the_protocol_of_kafka_0_8(
     tmp_path: Path, topic_name: str, era: tuple[int, ...], version: int
 ) -> None:
     async def main() -> None:
-        config = BrokerConfig(
-            {"broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
-        )
-        cluster = EmbeddedCluster([config], tmp_path / METADATA_DIR)
-        await cluster.start()
-        broker = cluster.brokers[0]
-        bootstrap = f"127.0.0.1:{broker.port}"
-        group = f"g-{topic_name}"
-        try:
+        async with running_broker(tmp_path) as broker:
+            bootstrap = f"127.0.0.1:{broker.port}"
+            group = f"g-{topic_name}"
             await asyncio.to_thread(create_topic, bootstrap, topic_name)
             got = await asyncio.to_thread(commit_and_read_back, bootstrap, topic_name, group, era)
             assert got == 42
@@ -72,7 +65,5 @@ def test_offsets_committed_with_the_protocol_of_kafka_0_8(
             served = broker.request_metrics.requests
             assert served.get(("OffsetCommit", version), 0) >= 1, served
             assert served.get(("OffsetFetch", version), 0) >= 1, served
-        finally:
-            await cluster.shutdown()
 
     asyncio.run(main())

@@ -16,11 +16,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from moldau.config.broker import BrokerConfig
-from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
 from moldau.storage.log_manager import LogManager
 from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration.clients import confluent_consume, confluent_produce, create_topic
+from tests.integration.in_process import running_broker, single_broker
 
 pytestmark = pytest.mark.integration
 
@@ -69,19 +68,12 @@ def test_a_starting_broker_accepts_clients_and_holds_them_until_its_logs_are_loa
     says there is no leader yet (LEADER_NOT_AVAILABLE, retriable), a producer's
     record and an admin client's CreateTopics wait; once the logs are loaded, the
     record is written after the one from before the restart, and the topic created."""
-    config = BrokerConfig(
-        {"broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
-    )
 
     async def first_run() -> None:
-        cluster = EmbeddedCluster([config], tmp_path / METADATA_DIR)
-        await cluster.start()
-        bootstrap = f"127.0.0.1:{cluster.brokers[0].port}"
-        try:
+        async with running_broker(tmp_path) as broker:
+            bootstrap = f"127.0.0.1:{broker.port}"
             await asyncio.to_thread(create_topic, bootstrap, topic_name)
             await asyncio.to_thread(confluent_produce, bootstrap, topic_name, [(None, b"a", [])])
-        finally:
-            await cluster.shutdown()
 
     asyncio.run(first_run())
 
@@ -116,7 +108,7 @@ def test_a_starting_broker_accepts_clients_and_holds_them_until_its_logs_are_loa
         created[f"{topic_name}-new"].result(30)
 
     async def second_run() -> None:
-        cluster = EmbeddedCluster([config], tmp_path / METADATA_DIR)
+        cluster = single_broker(tmp_path)
         starting = asyncio.create_task(cluster.start())
         broker = cluster.brokers[0]
         try:
