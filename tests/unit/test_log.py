@@ -123,6 +123,26 @@ def test_read_respects_max_bytes_but_returns_one_batch_when_asked(
     assert not info.first_entry_incomplete
 
 
+@pytest.mark.parametrize("index_interval_bytes", [4096, 1])
+def test_a_read_cut_by_max_bytes_ends_with_the_last_whole_batch(
+    tmp_path: Path, clock: FakeClock, index_interval_bytes: int
+) -> None:
+    """Not with part of the next one, which a client would fetch again anyway;
+    the index is used to find the cut (every batch indexed, or none)."""
+    log = open_log(tmp_path, clock, index_interval_bytes=index_interval_bytes)
+    b = batch(2, 1, size=300)
+    for _ in range(10):
+        log.append_as_leader(b, 0)
+    info = log.read(0, 3 * len(b) + len(b) // 2, 20, min_one_message=True)
+    assert info.size == 3 * len(b)
+    assert [o for o, _ in records_of(info)] == [0, 1, 2, 3, 4, 5]
+    info = log.read(4, 2 * len(b) - 1, 20, min_one_message=False)
+    assert info.size == len(b)
+    assert [o for o, _ in records_of(info)] == [4, 5]
+    # Not even one whole batch fits and none is asked for: cut short, as Kafka does.
+    assert log.read(4, len(b) - 1, 20, min_one_message=False).size == len(b) - 1
+
+
 def test_out_of_range_offsets_are_refused(tmp_path: Path, clock: FakeClock) -> None:
     log = open_log(tmp_path, clock)
     log.append_as_leader(batch(2, 1), 0)

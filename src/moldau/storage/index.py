@@ -171,6 +171,12 @@ class OffsetIndex(_Index):
             return self.base_offset, 0
         return self._offsets[i], self._positions[i]
 
+    def position_at_or_before(self, position: int) -> int:
+        """The last indexed batch start at or before `position` (0 if none)."""
+        self._ensure_loaded()
+        i = bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
     def truncate_to(self, offset: int) -> None:
         """Remove the entries for offsets >= `offset`."""
         self._ensure_loaded()

@@ -545,8 +545,9 @@ class Log:
     ) -> FetchDataInfo:
         """Batches from the one holding `start_offset`, ending before `max_offset`
         (the high watermark for consumers), at most `max_bytes` unless
-        `min_one_message` and the first batch is larger. The last batch may be cut
-        short, as Kafka does; clients discard a partial batch."""
+        `min_one_message` and the first batch is larger. Only whole batches, unless
+        not even the first fits (then it is cut short, as Kafka does: the client
+        learns that the partition has a batch too large for its fetch size)."""
         if start_offset < self.log_start_offset or start_offset > self._leo:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {self._leo}]"
@@ -580,6 +581,13 @@ class Log:
                 if allowed <= 0:
                     return FetchDataInfo(start_offset, EMPTY)
                 size = min(limit - first.position, allowed)
+                if size < limit - first.position:
+                    # Cut by the byte limit: end with the last whole batch (Kafka
+                    # sends the bytes up to the limit, and clients throw the partial
+                    # batch away: up to half of a response to a lone consumer).
+                    whole = segment.whole_batches_end(first.position, first.position + size)
+                    if whole > first.position:
+                        size = whole - first.position
                 return FetchDataInfo(
                     start_offset, segment.slice(first.position, size), allowed < first.size
                 )

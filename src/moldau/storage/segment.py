@@ -286,6 +286,15 @@ class LogSegment:
                 return batch
         return None
 
+    def whole_batches_end(self, start: int, end: int) -> int:
+        """The end of the last batch that lies whole between `start` (a batch start)
+        and `end`; `start` if none does. Walks batch headers only from the index
+        entry nearest `end`."""
+        last_end = max(start, self.offset_index.position_at_or_before(end))
+        for batch in self.batches_from(last_end, end):  # those that end by `end`
+            last_end = batch.position + batch.size
+        return last_end
+
     def read_bytes(self, position: int, size: int) -> bytes:
         return FileRecords(self._fd, position, size).read()
 
