@@ -19,50 +19,45 @@ from kio.static.primitive import i16, i32, i64
 
 from moldau.protocol.apis import ApiKey
 
-_OFFSET_COMMIT = i16(ApiKey.OFFSET_COMMIT)
 
+class _OffsetCommitV0:
+    """What kio's generated classes declare on each entity of one API version."""
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitRequestPartitionV0:
+    __slots__ = ()
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = _OFFSET_COMMIT
+    __api_key__: ClassVar[i16] = i16(ApiKey.OFFSET_COMMIT)
     __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+
+
+class _OffsetCommitV1(_OffsetCommitV0):
+    __slots__ = ()
+    __version__: ClassVar[i16] = i16(1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitRequestPartitionV0(_OffsetCommitV0):
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     committed_offset: i64 = field(metadata={"kafka_type": "int64"})
     committed_metadata: str | None = field(metadata={"kafka_type": "string"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitRequestTopicV0:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = _OFFSET_COMMIT
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+class OffsetCommitRequestTopicV0(_OffsetCommitV0):
     name: TopicName = field(metadata={"kafka_type": "string"})
     partitions: tuple[OffsetCommitRequestPartitionV0, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitRequestV0:
+class OffsetCommitRequestV0(_OffsetCommitV0):
     __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = _OFFSET_COMMIT
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     group_id: GroupId = field(metadata={"kafka_type": "string"})
     topics: tuple[OffsetCommitRequestTopicV0, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitRequestPartitionV1:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = _OFFSET_COMMIT
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+class OffsetCommitRequestPartitionV1(_OffsetCommitV1):
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     committed_offset: i64 = field(metadata={"kafka_type": "int64"})
     # -1: the time the broker takes the commit.
@@ -71,23 +66,14 @@ class OffsetCommitRequestPartitionV1:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitRequestTopicV1:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = _OFFSET_COMMIT
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+class OffsetCommitRequestTopicV1(_OffsetCommitV1):
     name: TopicName = field(metadata={"kafka_type": "string"})
     partitions: tuple[OffsetCommitRequestPartitionV1, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitRequestV1:
+class OffsetCommitRequestV1(_OffsetCommitV1):
     __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(1)
-    __flexible__: ClassVar[bool] = False
-    __api_key__: ClassVar[i16] = _OFFSET_COMMIT
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     group_id: GroupId = field(metadata={"kafka_type": "string"})
     generation_id_or_member_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     member_id: str = field(metadata={"kafka_type": "string"})

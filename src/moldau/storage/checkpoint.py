@@ -122,12 +122,6 @@ def sync_filesystem(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
-    """Force an existing file (and its directory entry) to disk."""
-    fsync_dir(path)
-    fsync_dir(path.parent)
-
-
 def fsync_dir(path: Path) -> None:
     """fsync a directory, or any file opened read-only."""
     fd = os.open(path, os.O_RDONLY)

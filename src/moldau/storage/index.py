@@ -186,14 +186,6 @@ class OffsetIndex(_Index):
         # Always cut the file: a failed append may have left part of an entry there.
         self._truncate_entries(i)
 
-    def sanity_check(self) -> None:
-        self._ensure_loaded()
-        for a, b in zip(self._offsets, self._offsets[1:], strict=False):
-            if b <= a:
-                raise CorruptIndexError(f"{self.path}: offsets are not increasing")
-        if self._offsets and self._offsets[0] < self.base_offset:
-            raise CorruptIndexError(f"{self.path}: entry before the base offset")
-
 
 class TimeIndex(_Index):
     entry_size = 12
@@ -253,9 +245,3 @@ class TimeIndex(_Index):
         del self._timestamps[i:]
         del self._offsets[i:]
         self._truncate_entries(i)  # also a partial entry a failed append left
-
-    def sanity_check(self) -> None:
-        self._ensure_loaded()
-        for a, b in zip(self._timestamps, self._timestamps[1:], strict=False):
-            if b <= a:
-                raise CorruptIndexError(f"{self.path}: timestamps are not increasing")

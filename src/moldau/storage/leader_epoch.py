@@ -22,11 +22,11 @@ CHECKPOINT_NAME = "leader-epoch-checkpoint"
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: Path, exists: bool | None = None) -> None:
-        """`exists`: whether the checkpoint file is there, when the caller knows."""
+    def __init__(self, directory: Path, exists: bool = True) -> None:
+        """`exists`: False when the caller knows the checkpoint file is not there."""
         self._file = LeaderEpochCheckpointFile(directory / CHECKPOINT_NAME)
         self._entries: list[tuple[int, int]] = []
-        if exists is not False:
+        if exists:
             with contextlib.suppress(ValueError):  # unreadable: start again empty
                 self._entries = self._file.read()
         # Entries assigned and not yet written. A flush writes them from a worker

@@ -149,11 +149,11 @@ class Log:
         segments: list[LogSegment],
         log_start_offset: int,
         recovery_point: int,
+        files: set[str],
         on_roll: Callable[[Log, int], None] | None = None,
         failure_channel: LogDirFailureChannel | None = None,
-        files: set[str] | None = None,
     ) -> None:
-        """`files`: the names in `directory`, when the caller has just listed it."""
+        """`files`: the names in `directory`, as `open` has just listed them."""
         self.dir = directory
         # The log directory this partition lives in: an I/O error takes all of it offline.
         self.log_dir = directory.parent
@@ -170,9 +170,7 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.on_roll = on_roll
-        self.leader_epoch_cache = LeaderEpochCache(
-            directory, exists=None if files is None else CHECKPOINT_NAME in files
-        )
+        self.leader_epoch_cache = LeaderEpochCache(directory, exists=CHECKPOINT_NAME in files)
         self._leo = segments[-1].next_offset()
         self._boundaries: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
         self._unflushed_messages = 0
@@ -180,13 +178,13 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.producer_state = ProducerStateManager(directory)
-        self._rebuild_producer_state(files)
+        self._rebuild_producer_state(snapshot_offsets(files))
 
-    def _rebuild_producer_state(self, files: set[str] | None = None) -> None:
-        """From the newest snapshot at or below the log end, plus the batch headers
-        after it."""
+    def _rebuild_producer_state(self, snapshots: list[int] | None = None) -> None:
+        """From the newest snapshot at or below the log end (`snapshots`: their
+        offsets, if known), plus the batch headers after it."""
         ps = self.producer_state
-        ps.load_latest_snapshot(self._leo, None if files is None else snapshot_offsets(files))
+        ps.load_latest_snapshot(self._leo, snapshots)
         start = max(ps.map_end_offset, self.log_start_offset)
         ps.map_end_offset = start
         for segment in self.segments[self._segment_for(start) :]:
@@ -291,9 +289,9 @@ class Log:
             segments,
             max(log_start_offset, segments[0].base_offset),
             recovery_point,
+            kept,
             on_roll,
             failure_channel,
-            kept,
         )
         # The epochs of the batches re-read: what the unsynced checkpoint may lack.
         for seg in recovered:
