@@ -1,5 +1,7 @@
 """A minimal raw Kafka protocol client for tests that must send exact (or broken)
-bytes: requests are encoded with kio, responses decoded with kio."""
+bytes: requests are encoded with kio, responses decoded with kio (the schemas of
+versions kio lacks from moldau.protocol.legacy_schemas, checked against kio 0.5.0 in
+tests/unit/test_legacy_schemas.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,9 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from moldau.protocol.codec import is_flexible
+from moldau.protocol.codec import is_flexible, response_class
 
 
 class WireClient:
@@ -61,7 +62,8 @@ class WireClient:
         offset = 4
         if is_flexible(api_key, version) and api_key != 18:
             offset += 1  # empty tagged fields of response header v1
-        cls = load_response_schema(api_key, version)
+        cls = response_class(api_key, version)
+        assert cls is not None, (api_key, version)
         value, _ = entity_reader(cls)(memoryview(data).toreadonly(), offset)
         return value
 

@@ -61,7 +61,11 @@ _KNOWN_VERSIONS: dict[int, frozenset[int]] = {
 
 
 def _known(api_key: int, api_version: int) -> bool:
-    return api_version in _KNOWN_VERSIONS.get(api_key, ()) or (api_key, api_version) in ALIASES
+    return api_version in _KNOWN_VERSIONS.get(api_key, ()) or (
+        (api_key, api_version) in ALIASES
+        or (api_key, api_version) in legacy_schemas.REQUESTS
+        or (api_key, api_version) in legacy_schemas.RESPONSES
+    )
 
 
 def request_class(api_key: int, api_version: int) -> type[RequestPayload] | None:
@@ -86,6 +90,9 @@ def _request_class(api_key: int, api_version: int) -> type[RequestPayload] | Non
 
 @cache
 def _response_class(api_key: int, api_version: int) -> type[ResponsePayload] | None:
+    legacy = legacy_schemas.RESPONSES.get((api_key, api_version))
+    if legacy is not None:
+        return cast(type[ResponsePayload], legacy)
     api_version = ALIASES.get((api_key, api_version), api_version)
     try:
         return load_response_schema(api_key, api_version)

@@ -514,6 +514,22 @@ class Partition:
             return None
         return found[0], found[1], cache.epoch_for_offset(found[1])
 
+    def legacy_fetch_offsets_for_timestamp(
+        self,
+        timestamp: int,
+        max_num_offsets: int,
+        from_consumer: bool,
+        fetch_only_from_leader: bool,
+    ) -> list[int]:
+        """ListOffsets v0's list of offsets (Log.legacy_offsets_before); a consumer is
+        shown none past the high watermark, and the high watermark first if any was."""
+        self.check_leader_epoch(-1, fetch_only_from_leader)
+        offsets = self._local_log().legacy_offsets_before(timestamp, max_num_offsets)
+        hw = self.high_watermark
+        if from_consumer and any(o > hw for o in offsets):
+            return [hw, *(o for o in offsets if o <= hw)]
+        return offsets
+
     def stop(self) -> None:
         """StopReplica: this broker neither leads nor follows it any more."""
         self.leader_id = -1

@@ -642,6 +642,30 @@ class Log:
                         return found
             return None
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0 (Kafka 0.8's offsets "before" a time): each segment's first
+        offset paired with its file's last-modified time, then the log end offset paired
+        with now if the active segment holds data; up to `max_num_offsets` of them,
+        latest first, from the last whose time is at or before `timestamp` (-1: the end,
+        -2: the start)."""
+        with self._io("offset lookup in"):
+            points = [
+                (max(s.base_offset, self.log_start_offset), s.last_modified_ms())
+                for s in self.segments
+            ]
+            if self.segments[-1].size > 0:
+                points.append((self.log_end_offset, self.clock.milliseconds()))
+        if timestamp == -1:
+            start = len(points) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(points) - 1
+            while start >= 0 and points[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        return sorted((points[start - i][0] for i in range(count)), reverse=True)
+
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the record with the largest timestamp."""
         with self._io("timestamp lookup in"):

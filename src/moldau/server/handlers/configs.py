@@ -84,7 +84,7 @@ def _broker_entity(broker: Broker, name: str) -> str:
 async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     version = ctx.version
-    synonyms = bool(req.include_synonyms)
+    synonyms = bool(getattr(req, "include_synonyms", False))  # v1+
     docs = bool(getattr(req, "include_documentation", False))
     results = []
     for res in req.resources:
@@ -127,6 +127,9 @@ async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Respon
             keys = res.configuration_keys
             if keys:
                 configs = [c for c in configs if c["name"] in set(keys)]
+            if version == 0:  # v0 says whether a config is at its default, not its source
+                for c in configs:
+                    c["is_default"] = c["config_source"] == ConfigSource.DEFAULT_CONFIG
             result["configs"] = configs
         except KafkaError as e:
             result["error_code"] = e.code

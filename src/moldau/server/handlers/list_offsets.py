@@ -1,5 +1,5 @@
 """ListOffsets (2): earliest, latest, max timestamp, or the first offset at or after a
-timestamp, per partition."""
+timestamp, per partition; v0, Kafka 0.8's form, lists segment start offsets instead."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     version = ctx.version
+    if version == 0:
+        return _list_offsets_v0(broker, req)
     if req.replica_id >= 0:
         isolation = FetchIsolation.LOG_END
     elif version >= 2 and req.isolation_level == READ_COMMITTED:
@@ -52,3 +54,27 @@ async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
             partitions.append(entry)
         topics.append({"name": t.name, "partitions": partitions})
     return build_response(ApiKey.LIST_OFFSETS, version, {"throttle_time": 0, "topics": topics})
+
+
+def _list_offsets_v0(broker: Broker, req: Any) -> Response:
+    topics = []
+    for t in req.topics:
+        partitions: list[dict[str, Any]] = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {"partition_index": p.partition_index}
+            try:
+                partition = broker.replica_manager.get_partition_or_error(
+                    TopicPartition(t.name, p.partition_index)
+                )
+                entry["old_style_offsets"] = partition.legacy_fetch_offsets_for_timestamp(
+                    p.timestamp,
+                    p.max_num_offsets,
+                    from_consumer=req.replica_id == -1,
+                    fetch_only_from_leader=req.replica_id != -2,
+                )
+                entry["error_code"] = ErrorCode.none
+            except KafkaError as e:
+                entry["error_code"] = e.code
+            partitions.append(entry)
+        topics.append({"name": t.name, "partitions": partitions})
+    return build_response(ApiKey.LIST_OFFSETS, 0, {"topics": topics})

@@ -32,7 +32,9 @@ async def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext) ->
                     TopicPartition(t.topic, p.partition)
                 )
                 epoch, end = partition.last_offset_for_leader_epoch(
-                    p.current_leader_epoch, p.leader_epoch, replica_id != DEBUGGING_REPLICA_ID
+                    getattr(p, "current_leader_epoch", -1),  # v2+
+                    p.leader_epoch,
+                    replica_id != DEBUGGING_REPLICA_ID,
                 )
                 entry.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)
             except KafkaError as e:

@@ -41,7 +41,7 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext) -> Response:
             assignment, error = await broker.admin_manager.create_topic(
                 NewTopic(t.name, t.num_partitions, t.replication_factor, assignments, configs),
                 timeout_ms,
-                bool(req.validate_only),
+                bool(getattr(req, "validate_only", False)),  # v1+
             )
         except KafkaError as e:
             result["error_code"] = e.code
