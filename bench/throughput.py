@@ -171,6 +171,7 @@ def produce_worker(
     out: mp.Queue,  # type: ignore[type-arg]
     acks: str = "1",
     tuned: bool = True,
+    extra: dict[str, str] | None = None,
 ) -> None:
     from confluent_kafka import Producer
 
@@ -185,6 +186,7 @@ def produce_worker(
                 "compression.type": "none",
             }
         )
+    config.update(extra or {})
     p = Producer(config)
     value = os.urandom(size)
     latencies: list[float] = []
@@ -228,6 +230,7 @@ def consume_worker(
     n: int,
     out: mp.Queue,  # type: ignore[type-arg]
     tuned: bool = True,
+    extra: dict[str, str] | None = None,
 ) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -248,6 +251,7 @@ def consume_worker(
                 "queued.max.messages.kbytes": 1_048_576,
             }
         )
+    config.update(extra or {})
     c = Consumer(config)
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
     got = 0

@@ -1,5 +1,8 @@
 """Clients of the ZooKeeper era (issue 11), with the request versions Kafka 4.0
-dropped: kafka-python pinned to the protocol of Kafka 0.8.2 commits offsets with
+dropped: kafka-python pinned to the protocols of Kafka 0.8.2-0.10.1 produces and
+consumes in the message formats of magic 0 and 1 (Produce v0-v2, Fetch v0-v3, every
+codec those formats have), which modern clients read as record batches and the
+other way round; pinned to the protocol of Kafka 0.8.2 it commits offsets with
 OffsetCommit v1 and reads them with OffsetFetch v1, pinned to 0.8.1 with v0 of both;
 its admin client pinned to 0.10.1-0.11 creates topics with CreateTopics v0-v1,
 deletes them with DeleteTopics v0 and describes them with DescribeConfigs v0; its
@@ -10,6 +13,8 @@ this process, so the tests see which versions were served."""
 from __future__ import annotations
 
 import asyncio
+import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +25,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 from kafka.structs import OffsetAndMetadata
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.legacy_records import MAGIC_V1, entry, message
 from moldau.protocol.legacy_schemas import (
     ListOffsetsPartitionV0,
     ListOffsetsRequestV0,
@@ -28,8 +34,10 @@ from moldau.protocol.legacy_schemas import (
     OffsetForLeaderPartitionV0,
     OffsetForLeaderTopicV0,
 )
+from moldau.protocol.records import Compression, build_batch
+from moldau.protocol.wire import Reader
 from moldau.server.broker import Broker
-from tests.integration.clients import create_topic
+from tests.integration.clients import confluent_consume, confluent_produce, create_topic
 from tests.integration.in_process import running_broker
 from tests.integration.kafka_wire import WireClient
 
@@ -233,3 +241,154 @@ def test_offset_for_leader_epoch_v0_v1(tmp_path: Path, topic_name: str, version:
 
 def served(broker: Broker, api: str, version: int) -> bool:
     return broker.request_metrics.requests.get((api, version), 0) >= 1
+
+
+def produce_and_consume_in_era(
+    bootstrap: str, topic: str, era: tuple[int, ...], codec: str | None
+) -> list[tuple[int, bytes | None, bytes | None, int | None]]:
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, api_version=era, compression_type=codec, linger_ms=5
+    )
+    try:
+        for i in range(20):
+            producer.send(topic, key=b"k%d" % i, value=b"old %d" % i, partition=0)
+        producer.flush(30)
+    finally:
+        producer.close()
+    modern = [(b"new", b"modern %d" % i, [("h", b"dropped for old clients")]) for i in range(3)]
+    confluent_produce(bootstrap, topic, modern, compression=codec or "none")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, api_version=era, consumer_timeout_ms=20_000
+    )
+    got = []
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        for m in consumer:
+            got.append((m.offset, m.key, m.value, m.timestamp))
+            if len(got) == 23:
+                break
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.parametrize(
+    ("era", "codec", "produce_version", "fetch_version"),
+    [
+        ((0, 8, 2), "lz4", 0, 0),  # magic 0, with Kafka 0.8's LZ4 header checksum
+        ((0, 9), "snappy", 1, 1),
+        ((0, 10, 0), "gzip", 2, 2),  # magic 1: timestamps
+        ((0, 10, 1), None, 2, 3),
+    ],
+)
+def test_old_message_formats_in_and_out(
+    tmp_path: Path,
+    topic_name: str,
+    era: tuple[int, ...],
+    codec: str | None,
+    produce_version: int,
+    fetch_version: int,
+) -> None:
+    async def main() -> None:
+        async with running_broker(tmp_path) as broker:
+            bootstrap = f"127.0.0.1:{broker.port}"
+            await asyncio.to_thread(create_topic, bootstrap, topic_name)
+            got = await asyncio.to_thread(
+                produce_and_consume_in_era, bootstrap, topic_name, era, codec
+            )
+            assert [(o, k, v) for o, k, v, _ in got] == [
+                *((i, b"k%d" % i, b"old %d" % i) for i in range(20)),
+                *((20 + i, b"new", b"modern %d" % i) for i in range(3)),
+            ]
+            stamps = {ts for *_, ts in got}
+            if fetch_version < 2:
+                assert stamps == {None}  # magic 0 has none
+            else:
+                assert all(ts is not None and ts > 1_700_000_000_000 for ts in stamps)
+            modern = await asyncio.to_thread(confluent_consume, bootstrap, topic_name, 23)
+            assert [(o, k, v) for _, o, k, v, _ in modern[:20]] == [
+                (i, b"k%d" % i, b"old %d" % i) for i in range(20)
+            ]
+            assert modern[20][4] == [("h", b"dropped for old clients")]
+            assert served(broker, "Produce", produce_version)
+            assert served(broker, "Fetch", fetch_version)
+
+    asyncio.run(main())
+
+
+def produce_raw(bootstrap: str, topic: str, version: int, records: bytes) -> tuple[int, int]:
+    """One partition's records in a Produce request of `version` (0-6) with acks=1:
+    (error code, base offset) answered."""
+    w = bytearray() if version < 3 else bytearray(struct.pack(">h", -1))  # no txn id
+    name = topic.encode()
+    w += struct.pack(">hii", 1, 10_000, 1) + struct.pack(">h", len(name)) + name
+    w += struct.pack(">iii", 1, 0, len(records)) + records
+    with WireClient(bootstrap) as c:
+        c.send_raw(c.frame(0, version, bytes(w)))
+        r = Reader(memoryview(c.read_frame()), 4)
+    assert r.int32() == 1 and r.string(False) == topic and r.int32() == 1
+    assert r.int32() == 0  # partition
+    return r.int16(), r.int64()
+
+
+def fetch_raw(bootstrap: str, topic: str, version: int, max_bytes: int) -> tuple[int, bytes]:
+    """Partition 0 from offset 0 in a Fetch of `version` (0-3): (error code, records)."""
+    name = topic.encode()
+    w = struct.pack(">iii", -1, 100, 1) + (struct.pack(">i", max_bytes) if version == 3 else b"")
+    w += struct.pack(">ih", 1, len(name)) + name + struct.pack(">iiqi", 1, 0, 0, max_bytes)
+    with WireClient(bootstrap) as c:
+        c.send_raw(c.frame(1, version, w))
+        r = Reader(memoryview(c.read_frame()), 4)
+    if version >= 1:
+        r.int32()  # throttle time
+    assert r.int32() == 1 and r.string(False) == topic and r.int32() == 1
+    assert r.int32() == 0  # partition
+    error = r.int16()
+    r.int64()  # high watermark
+    records = r.nullable_bytes(False)
+    return error, bytes(records or b"")
+
+
+def test_bad_old_produce_and_fetch_get_kafkas_answers(tmp_path: Path, topic_name: str) -> None:
+    """A message failing its CRC is refused (CORRUPT_MESSAGE) and nothing is appended;
+    zstd has no old message format (UNSUPPORTED_COMPRESSION_TYPE, also for Produce
+    v3-v6, as from Kafka); Fetch v0-v2 keep to their byte limit even if the first
+    message does not fit (the client learns its fetch size is too small), v3 sends
+    that message whole."""
+
+    async def main() -> None:
+        async with running_broker(tmp_path) as broker:
+            bootstrap = f"127.0.0.1:{broker.port}"
+            await asyncio.to_thread(create_topic, bootstrap, topic_name)
+            now = int(time.time() * 1000)  # an old timestamp would roll the segment
+            one = entry(0, message(MAGIC_V1, 0, now, b"key", b"v" * 100))
+            corrupt = bytearray(one)
+            corrupt[-1] ^= 0xFF
+
+            def checks() -> None:
+                assert produce_raw(bootstrap, topic_name, 2, bytes(corrupt)) == (
+                    ErrorCode.corrupt_message,
+                    -1,
+                )
+                assert produce_raw(bootstrap, topic_name, 2, one) == (ErrorCode.none, 0)
+                zstd = build_batch([(None, b"z")], compression=Compression.ZSTD)
+                for version in (3, 6):
+                    error, _ = produce_raw(bootstrap, topic_name, version, zstd)
+                    assert error == ErrorCode.unsupported_compression_type
+                assert fetch_raw(bootstrap, topic_name, 2, 1 << 20) == (ErrorCode.none, one)
+                for version in (0, 1):
+                    error, cut = fetch_raw(bootstrap, topic_name, version, 70)
+                    offset, size = struct.unpack_from(">qi", cut)
+                    assert (error, len(cut), offset) == (ErrorCode.none, 70, 0)
+                    assert size > 70 - 12  # a message that does not fit
+                assert fetch_raw(bootstrap, topic_name, 3, 70) == (ErrorCode.none, one)
+
+            await asyncio.to_thread(checks)
+            await asyncio.to_thread(
+                confluent_produce, bootstrap, topic_name, [(None, b"z" * 1000, [])], "zstd"
+            )
+            error, records = await asyncio.to_thread(fetch_raw, bootstrap, topic_name, 3, 1 << 20)
+            assert (error, records) == (ErrorCode.unsupported_compression_type, b"")
+
+    asyncio.run(main())

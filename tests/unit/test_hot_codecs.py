@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import json
 import uuid
 from typing import Any
 
@@ -28,6 +29,7 @@ from moldau.protocol.produce import (
 )
 from moldau.protocol.records import build_batch
 from moldau.protocol.wire import DecodeError
+from tests.unit.kio_3x import through_kio_3x
 
 
 def kio_bytes(obj: Any) -> bytes:
@@ -296,3 +298,77 @@ def test_fetch_response_passes_record_parts_through_uncopied() -> None:
         11, [FetchTopicResult("t", [FetchPartitionResult(0, records=records)], uuid.uuid4())]
     )
     assert any(p is records for p in parts)
+
+
+def test_produce_v0_v2_and_fetch_v0_v3_are_kafka_3x_bytes() -> None:
+    """The versions kio 0.6.5 lacks, against kio 0.5.0 (Kafka 3.x's schemas): it reads
+    what Moldau writes as the same fields and writes back the same bytes."""
+    batch = build_batch([(b"k", b"v")])
+    v3_cls = request_class(0, 3)
+    assert v3_cls is not None
+    topic_cls = nested(v3_cls, "topic_data")
+    part_cls = nested(topic_cls, "partition_data")
+    v3 = kio_bytes(
+        v3_cls(  # type: ignore[call-arg]
+            transactional_id=None,
+            acks=-1,
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=1500)),
+            topic_data=(
+                topic_cls(
+                    name="t",
+                    partition_data=(
+                        part_cls(index=0, records=batch),
+                        part_cls(index=1, records=None),
+                    ),
+                ),
+            ),
+        )
+    )
+    request = v3[2:]  # v0-v2 are v3 without its transactional id (here null: int16 -1)
+    produced = [
+        ProducePartitionResponse(0, 0, 42, 1_700_000_000_000),
+        ProducePartitionResponse(1, 3, -1),
+    ]
+    fetched = [
+        FetchTopicResult(
+            "t",
+            [
+                FetchPartitionResult(
+                    0, 0, high_watermark=10, last_stable_offset=10, records=b"abc"
+                ),
+                FetchPartitionResult(1, 3, records=b""),
+            ],
+        )
+    ]
+    ours: dict[str, tuple[list[Any], str, bytes]] = {}
+    for v in range(3):
+        ours[f"produce request v{v}"] = ([0, v, "request"], "", request)
+        body = encode_produce_response(v, [("t", produced)], throttle_time_ms=7)
+        ours[f"produce response v{v}"] = ([0, v, "response"], "", body)
+    for v in range(4):
+        parts = encode_fetch_response(v, fetched, throttle_time_ms=7)
+        ours[f"fetch response v{v}"] = ([1, v, "response"], "", b"".join(map(bytes, parts)))  # type: ignore[arg-type]
+    theirs = through_kio_3x(ours)  # type: ignore[arg-type]
+    assert {k: b for k, (b, _) in theirs.items()} == {k: b for k, (_, _, b) in ours.items()}
+    read = {k: json.loads(f) for k, (_, f) in theirs.items()}
+    for v in range(3):
+        assert read[f"produce request v{v}"]["acks"] == -1
+        decoded = decode_produce_request(memoryview(request), 0, v)
+        assert (decoded.transactional_id, decoded.acks, decoded.timeout_ms) == (None, -1, 1500)
+        assert [
+            (p.index, p.records and bytes(p.records)) for p in decoded.topics[0].partitions
+        ] == [
+            (0, batch),
+            (1, None),
+        ]
+        [t] = read[f"produce response v{v}"]["responses"]
+        assert [p["base_offset"] for p in t["partition_responses"]] == [42, -1]
+    assert read["produce response v2"]["responses"][0]["partition_responses"][0][
+        "log_append_time"
+    ].startswith("2023-11-14")
+    for v in range(4):
+        [t] = read[f"fetch response v{v}"]["responses"]
+        assert [(p["high_watermark"], p["records"]) for p in t["partitions"]] == [
+            (10, str(b"abc")),
+            (-1, str(b"")),
+        ]

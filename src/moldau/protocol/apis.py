@@ -47,8 +47,8 @@ class ApiKey(IntEnum):
 
 # api key -> (min version, max version) that Moldau implements.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 12),
+    ApiKey.PRODUCE: (0, 11),
+    ApiKey.FETCH: (0, 12),
     ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (0, 12),
     # Controller-to-broker requests, one version each (protocol/control_wire.py).

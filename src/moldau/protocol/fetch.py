@@ -3,7 +3,8 @@
 The response is a list of parts: bytes for the fields, and each partition's records
 as whatever the storage layer handed over (bytes, a memoryview, or a file slice that
 the network layer sends with sendfile). Nothing is copied to join them. Checked
-byte-for-byte against kio in tests. Versions 4-12 by topic name, 13+ by topic id.
+byte-for-byte against kio in tests. Versions 0-12 by topic name, 13+ by topic id; v0-v3
+carry no last stable offset and no aborted transactions, and v0 no throttle time.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def encode_fetch_response(
     flexible = version >= 12
     parts: list[Part] = []
     w = Writer()
-    w.int32(throttle_time_ms)
+    if version >= 1:
+        w.int32(throttle_time_ms)
     if version >= 7:
         w.int16(error_code)
         w.int32(session_id)
@@ -79,11 +81,12 @@ def encode_fetch_response(
             w.int32(p.partition_index)
             w.int16(p.error_code)
             w.int64(p.high_watermark)
-            w.int64(p.last_stable_offset)
-            if version >= 5:
-                w.int64(p.log_start_offset)
-            # aborted_transactions: null, as there are no transactions to abort.
-            w.array_length(-1, flexible)
+            if version >= 4:
+                w.int64(p.last_stable_offset)
+                if version >= 5:
+                    w.int64(p.log_start_offset)
+                # aborted_transactions: null, as there are no transactions to abort.
+                w.array_length(-1, flexible)
             if version >= 11:
                 w.int32(p.preferred_read_replica)
             records = p.records

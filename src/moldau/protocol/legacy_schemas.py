@@ -5,6 +5,8 @@ later one that kio has are served as that one (`ALIASES`).
 
 - OffsetCommit v0 (Kafka 0.8.1): a group, topics, partitions and offsets; v1 (0.8.2)
   adds the generation and member, and a commit timestamp per partition (v1 only).
+- Fetch v0-v3: no isolation level; v3 adds the response's max_bytes. (Produce v0-v2
+  and the Fetch responses are encoded by hand: protocol/produce.py, fetch.py.)
 - ListOffsets v0: a list of offsets per partition ("old style"), up to
   max_num_offsets of them, where v1 answers one offset and its timestamp.
 - CreateTopics v0: no validate_only; responses v0 (no error message) and v1 (no
@@ -107,6 +109,56 @@ class OffsetCommitRequestV1(_OffsetCommitV1):
     generation_id_or_member_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     member_id: str = field(metadata={"kafka_type": "string"})
     topics: tuple[OffsetCommitRequestTopicV1, ...]
+
+
+# -- Fetch (1) -----------------------------------------------------------------------
+
+
+class _FetchRequestV0(_Request):
+    __slots__ = ()
+    __version__: ClassVar[i16] = i16(0)
+    __api_key__: ClassVar[i16] = i16(ApiKey.FETCH)
+
+
+class _FetchRequestV3(_FetchRequestV0):
+    __slots__ = ()
+    __version__: ClassVar[i16] = i16(3)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartitionV0(_FetchRequestV0):
+    partition: i32 = field(metadata={"kafka_type": "int32"})
+    fetch_offset: i64 = field(metadata={"kafka_type": "int64"})
+    partition_max_bytes: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchTopicV0(_FetchRequestV0):
+    """Also v3's (v0-v3 differ only in the request's max_bytes)."""
+
+    topic: TopicName = field(metadata={"kafka_type": "string"})
+    partitions: tuple[FetchPartitionV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchRequestV0(_FetchRequestV0):
+    """Also v1's and v2's request (they changed only the response)."""
+
+    __type__: ClassVar = EntityType.request
+    replica_id: BrokerId = field(metadata={"kafka_type": "int32"}, default=BrokerId(-1))
+    max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    min_bytes: i32 = field(metadata={"kafka_type": "int32"})
+    topics: tuple[FetchTopicV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchRequestV3(_FetchRequestV3):
+    __type__: ClassVar = EntityType.request
+    replica_id: BrokerId = field(metadata={"kafka_type": "int32"}, default=BrokerId(-1))
+    max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    min_bytes: i32 = field(metadata={"kafka_type": "int32"})
+    max_bytes: i32 = field(metadata={"kafka_type": "int32"}, default=i32(2147483647))
+    topics: tuple[FetchTopicV0, ...]
 
 
 # -- ListOffsets (2) -----------------------------------------------------------------
@@ -394,6 +446,10 @@ class OffsetForLeaderEpochResponseV1(_OffsetForLeaderEpochResponseV1):
 
 # (api key, version) -> the request schema kio lacks.
 REQUESTS: dict[tuple[int, int], type] = {
+    (ApiKey.FETCH, 0): FetchRequestV0,
+    (ApiKey.FETCH, 1): FetchRequestV0,
+    (ApiKey.FETCH, 2): FetchRequestV0,
+    (ApiKey.FETCH, 3): FetchRequestV3,
     (ApiKey.OFFSET_COMMIT, 0): OffsetCommitRequestV0,
     (ApiKey.OFFSET_COMMIT, 1): OffsetCommitRequestV1,
     (ApiKey.LIST_OFFSETS, 0): ListOffsetsRequestV0,

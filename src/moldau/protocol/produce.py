@@ -3,7 +3,8 @@
 The request decoder returns each partition's records as a memoryview into the
 request frame: no record byte is copied. The response encoder writes the few
 fields a produce response has. Both are checked byte-for-byte against kio in tests.
-Versions 3-11 (topics by name).
+Versions 0-11 (topics by name); v0-v2 carry no transactional id and their records
+in the message formats of magic 0-1 (protocol/legacy_records.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def decode_produce_request(frame: memoryview, offset: int, version: int) -> Prod
     """Raises wire.DecodeError on malformed bytes."""
     flexible = version >= 9
     r = Reader(frame, offset)
-    transactional_id = r.nullable_string(flexible)
+    transactional_id = r.nullable_string(flexible) if version >= 3 else None
     acks = r.int16()
     timeout_ms = r.int32()
     topics: list[ProduceTopicData] = []
@@ -86,7 +87,8 @@ def encode_produce_response(
             w.int32(p.index)
             w.int16(p.error_code)
             w.int64(p.base_offset)
-            w.int64(p.log_append_time_ms)
+            if version >= 2:
+                w.int64(p.log_append_time_ms)
             if version >= 5:
                 w.int64(p.log_start_offset)
             if version >= 8:
@@ -101,7 +103,8 @@ def encode_produce_response(
                 w.empty_tagged_fields()
         if flexible:
             w.empty_tagged_fields()
-    w.int32(throttle_time_ms)
+    if version >= 1:
+        w.int32(throttle_time_ms)
     if flexible:
         w.empty_tagged_fields()
     return bytes(w.buf)

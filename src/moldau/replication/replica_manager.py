@@ -66,6 +66,9 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    # False for Fetch v0-v2, whose byte limits are hard (Kafka's hardMaxBytesLimit):
+    # a first batch larger than the limit is cut, not sent whole.
+    min_one_message: bool = True
 
     @property
     def is_from_follower(self) -> bool:
@@ -468,7 +471,7 @@ class ReplicaManager:
         self, params: FetchParams, partitions: list[FetchPartitionRead]
     ) -> list[FetchPartitionRead]:
         limit = params.max_bytes
-        min_one = True
+        min_one = params.min_one_message
         out = []
         for p in partitions:
             read = FetchPartitionRead(p.tp, p.fetch_offset, p.current_leader_epoch, p.max_bytes)

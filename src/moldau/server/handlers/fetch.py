@@ -1,19 +1,23 @@
 """Fetch (1): consumers and follower replicas read partitions. A fetch
 that cannot yet return min_bytes waits in the fetch purgatory (long poll) for new
 data or max_wait_ms. Records go out as file slices (sendfile). Fetchers that open a
-session (KIP-227, server/fetch_session.py) name and get only what changed."""
+session (KIP-227, server/fetch_session.py) name and get only what changed. Fetch
+v0-v3 read the message formats of magic 0-1: their records are converted on the way
+out (protocol/legacy_records.py), as Kafka 3.x did."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
 
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.fetch import FetchPartitionResult, FetchTopicResult, encode_fetch_response
+from moldau.protocol.legacy_records import MAGIC_V0, MAGIC_V1, cut_message_set, down_convert
 from moldau.replication.partition import FetchIsolation
 from moldau.replication.replica_manager import FetchParams, FetchPartitionRead
 from moldau.server.fetch_session import FINAL_EPOCH, CachedPartition, SessionKey
 from moldau.server.request import RawBody, RequestContext, Response
+from moldau.storage.log import FetchDataInfo
 from moldau.storage.partition_name import TopicPartition
 
 if TYPE_CHECKING:
@@ -40,6 +44,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
         req.min_bytes,
         max_bytes,
         isolation,
+        min_one_message=version >= 3,
     )
     uses_ids = version >= 13
     ids = {v: k for k, v in broker.metadata_cache.topic_ids.items()} if uses_ids else {}
@@ -109,6 +114,14 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             result.log_start_offset = read.info.log_start_offset
             result.records = read.info.data.records if read.error == ErrorCode.none else None
             result.diverging_epoch = read.info.diverging_epoch
+        if version < 4 and result.records and read.info is not None:
+            # A few µs a record: on a worker thread, the event loop serving others.
+            try:
+                result.records = await asyncio.to_thread(
+                    in_message_format, version, read.info.data, cached.max_bytes
+                )
+            except KafkaError as e:
+                result.error_code, result.records = e.code, None
         if result.records is None:
             result.records = b""
         # Consecutive partitions of one topic go under one topic entry, as Kafka's.
@@ -117,3 +130,15 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             topics.append(FetchTopicResult(cached.tp.topic, [], cached.topic_id))
         topics[-1].partitions.append(result)
     return RawBody(encode_fetch_response(version, topics, session_id=session_id))
+
+
+def in_message_format(version: int, data: FetchDataInfo, max_bytes: int) -> bytes:
+    """Fetch v0-v3's records: whole batches as a message set of magic 0 (v0-v1) or 1
+    (v2-v3) within `max_bytes`; a first batch cut by the limit goes as it is, for the
+    client to learn that its fetch size is too small (as from Kafka)."""
+    records = data.records if isinstance(data.records, bytes) else data.records.read()
+    if data.first_entry_incomplete:
+        return records
+    magic = MAGIC_V0 if version <= 1 else MAGIC_V1
+    converted = down_convert(records, magic, data.fetch_offset)
+    return cut_message_set(converted, max_bytes, min_one_message=version >= 3)

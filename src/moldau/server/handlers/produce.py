@@ -1,6 +1,7 @@
 """Produce (0): the hot path. The request is decoded by hand (records stay
 memoryviews into the request), each partition's single batch is validated from its
-header and appended, and the response is encoded by hand."""
+header and appended, and the response is encoded by hand. The message sets of
+Produce v0-v2 (magic 0-1) are first converted to one v2 batch, as Kafka 3.x did."""
 
 from __future__ import annotations
 
@@ -8,13 +9,22 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.controller.admin import INTERNAL_TOPICS
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.legacy_records import up_convert
 from moldau.protocol.produce import (
     ProducePartitionResponse,
     decode_produce_request,
     encode_produce_response,
 )
-from moldau.protocol.records import LOG_OVERHEAD, MAGIC_V2, OFFSET_MAGIC, offset_and_length
+from moldau.protocol.records import (
+    ATTR_COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    OFFSET_ATTRIBUTES,
+    OFFSET_MAGIC,
+    Compression,
+    offset_and_length,
+)
 from moldau.protocol.wire import DecodeError
 from moldau.server.network import CloseConnection
 from moldau.server.request import Deferred, RawBody, RequestContext, Response
@@ -37,6 +47,33 @@ def _single_batch_error(records: memoryview) -> tuple[ErrorCode, str] | None:
     if records[OFFSET_MAGIC] != MAGIC_V2:
         return ErrorCode.invalid_record, "only record batches of magic v2 are accepted"
     return None
+
+
+def _codec(batch: memoryview) -> int:
+    attributes = OFFSET_ATTRIBUTES + 1  # the low byte of the int16
+    return batch[attributes] & ATTR_COMPRESSION_MASK if len(batch) > attributes else 0
+
+
+def _batch_error(records: memoryview, version: int) -> tuple[ErrorCode, str] | None:
+    """Why the partition's records cannot be appended, if they cannot."""
+    failure = _single_batch_error(records)
+    if failure is None and version < 7 and _codec(records) == Compression.ZSTD:
+        return ErrorCode.unsupported_compression_type, "zstd needs Produce v7 or later (Kafka 2.1)"
+    return failure
+
+
+def _is_message_set(records: memoryview, version: int) -> bool:
+    """Records of Produce v0-v2 in magic 0 or 1 (Kafka takes a v2 batch there too)."""
+    return version < 3 and len(records) > OFFSET_MAGIC and records[OFFSET_MAGIC] < MAGIC_V2
+
+
+async def _up_converted(records: memoryview) -> memoryview | tuple[ErrorCode, str]:
+    """A message set as one v2 batch, converted on a worker thread (a few µs a
+    record) so that the event loop goes on serving others meanwhile."""
+    try:
+        return memoryview(await asyncio.to_thread(up_convert, records))
+    except KafkaError as e:
+        return e.code, e.message
 
 
 async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
@@ -70,11 +107,19 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
             elif p.records is None:
                 failure = (ErrorCode.corrupt_message, "no records")
             else:
-                failure = _single_batch_error(p.records)
+                batch = p.records
+                if _is_message_set(batch, version):
+                    converted = await _up_converted(batch)
+                    if isinstance(converted, tuple):
+                        failure = converted
+                    else:
+                        batch = converted
+                if failure is None:
+                    failure = _batch_error(batch, version)
             if failure is not None:
                 errors[tp] = ProducePartitionResponse(p.index, failure[0], error_message=failure[1])
             else:
-                entries[tp] = p.records
+                entries[tp] = batch
         order.append((topic.name, tps))
 
     loop = asyncio.get_running_loop()
