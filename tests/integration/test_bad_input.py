@@ -172,8 +172,8 @@ def test_unsupported_versions(bootstrap: str) -> None:
         r = c.request(rq.request(60, 2, endpoint_type=1))
         assert r.error_code == ErrorCode.unsupported_version
     with WireClient(bootstrap) as c:
-        # One without (Produce v2, removed in Kafka 4): the connection is closed.
-        c.send_raw(c.frame(0, 2, b"\x00" * 20))
+        # One without (Produce v12, newer than served): the connection is closed.
+        c.send_raw(c.frame(0, 12, b"\x00" * 20))
         assert c.is_closed_by_peer()
 
 

@@ -1,8 +1,9 @@
 """Clients of the ZooKeeper era (issue 11), with the request versions Kafka 4.0
-dropped: kafka-python pinned to the protocols of Kafka 0.8.2-0.10.1 produces and
-consumes in the message formats of magic 0 and 1 (Produce v0-v2, Fetch v0-v3, every
-codec those formats have), which modern clients read as record batches and the
-other way round; pinned to the protocol of Kafka 0.8.2 it commits offsets with
+dropped. librdkafka told the broker is Kafka 0.9.0 produces, consumes in a group and
+commits with their first versions. kafka-python pinned to the protocols of Kafka
+0.8.2-0.10.1 produces and consumes in the message formats of magic 0 and 1 (Produce
+v0-v2, Fetch v0-v3, every codec those formats have), which modern clients read as
+record batches, and the other way round; pinned to 0.8.2 it commits offsets with
 OffsetCommit v1 and reads them with OffsetFetch v1, pinned to 0.8.1 with v0 of both;
 its admin client pinned to 0.10.1-0.11 creates topics with CreateTopics v0-v1,
 deletes them with DeleteTopics v0 and describes them with DescribeConfigs v0; its
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
@@ -390,5 +391,53 @@ def test_bad_old_produce_and_fetch_get_kafkas_answers(tmp_path: Path, topic_name
             )
             error, records = await asyncio.to_thread(fetch_raw, bootstrap, topic_name, 3, 1 << 20)
             assert (error, records) == (ErrorCode.unsupported_compression_type, b"")
+
+    asyncio.run(main())
+
+
+OLD_LIBRDKAFKA = {"api.version.request": False, "broker.version.fallback": "0.9.0", "log_level": 3}
+
+
+def librdkafka_of_kafka_0_9(bootstrap: str, topic: str, group: str) -> tuple[list[bytes], int]:
+    """librdkafka told the broker is Kafka 0.9.0 (no ApiVersions): magic 0 messages,
+    a group of the first group protocol, offsets committed in it."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **OLD_LIBRDKAFKA})
+    for i in range(10):
+        producer.produce(topic, b"from 0.9 %d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         **OLD_LIBRDKAFKA})  # fmt: skip
+    values: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(values) < 10 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+        consumer.commit(asynchronous=False)
+        [committed] = consumer.committed([CTP(topic, 0)], timeout=20)
+    finally:
+        consumer.close()
+    return values, int(committed.offset)
+
+
+def test_librdkafka_speaking_kafka_0_9(tmp_path: Path, topic_name: str) -> None:
+    async def main() -> None:
+        async with running_broker(tmp_path) as broker:
+            bootstrap = f"127.0.0.1:{broker.port}"
+            await asyncio.to_thread(create_topic, bootstrap, topic_name)
+            values, committed = await asyncio.to_thread(
+                librdkafka_of_kafka_0_9, bootstrap, topic_name, f"g-{topic_name}"
+            )
+            assert values == [b"from 0.9 %d" % i for i in range(10)]
+            assert committed == 10
+            assert await asyncio.to_thread(committed_seen_by_librdkafka, bootstrap,
+                                           topic_name, f"g-{topic_name}") == 10  # fmt: skip
+            first_versions = [("Produce", 1), ("Fetch", 1), ("ListOffsets", 0),
+                              ("JoinGroup", 0), ("SyncGroup", 0), ("OffsetCommit", 2)]  # fmt: skip
+            for api, version in first_versions:
+                assert served(broker, api, version), (api, version)
 
     asyncio.run(main())

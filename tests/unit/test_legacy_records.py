@@ -5,18 +5,22 @@ from v2 batches it reads as the same records, for every codec of those formats."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 
 import cramjam
 import pytest
 import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from moldau.protocol.errors import (
     CorruptMessageError,
     InvalidRecordError,
+    KafkaError,
     UnsupportedCompressionTypeError,
 )
 from moldau.protocol.legacy_records import (
@@ -185,3 +189,40 @@ def test_xxh32_of_short_input_is_xxhash() -> None:
         for _ in range(10):
             data = os.urandom(n)
             assert _xxh32_short(data) == xxhash.xxh32(data).intdigest()
+
+
+SAMPLES = [
+    kafka_python_message_set(magic, codec) for magic in (MAGIC_V0, MAGIC_V1) for codec in CODECS
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sample=st.sampled_from(SAMPLES),
+    edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, 10_000),
+)
+def test_any_bytes_get_a_kafka_error_or_a_batch(
+    sample: bytes, edits: list[tuple[int, int]], cut: int
+) -> None:
+    """What a producer of Produce v0-v2 sends is converted or refused with a Kafka
+    error (CORRUPT_MESSAGE, ...), whatever the bytes: CRCs are checked before the
+    codecs see the bytes, so most edits stop there; cuts reach every length field."""
+    data = bytearray(sample[: max(cut, 1)])
+    for pos, byte in edits:
+        data[pos % len(data)] = byte
+    with contextlib.suppress(KafkaError):
+        validate_batch(up_convert(bytes(data)))
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4])
+def test_wrappers_whose_value_is_not_their_codec_are_corrupt(codec: Compression) -> None:
+    for value in (
+        b"",
+        b"\x82SNAPPY\x00" + b"\x00" * 9 + b"\xff",
+        b"\x04\x22\x4d\x18\x60",
+        b"x" * 40,
+    ):
+        for magic in (MAGIC_V0, MAGIC_V1):
+            with pytest.raises((CorruptMessageError, InvalidRecordError)):
+                up_convert(entry(0, message(magic, int(codec), 0, None, value)))

@@ -132,7 +132,7 @@ def _records_of(message: Message) -> list[Message]:
         raw = _lz4_with_header_checksum(raw, broken=False)
     try:
         inner = list(iter_messages(decompress(codec, raw)))
-    except (cramjam.DecompressionError, ValueError) as e:
+    except (cramjam.DecompressionError, ValueError, struct.error) as e:
         raise CorruptMessageError(f"wrapper message does not decompress: {e}") from e
     log_append = bool(message.attributes & ATTR_TIMESTAMP_TYPE)
     out = []
