@@ -405,6 +405,27 @@ def test_producer_state_survives_reopen(tmp_path: Path, clock: FakeClock, clean:
     assert log.append_as_leader(idempotent_batch(7, 0, 20), 0).first_offset == 20
 
 
+def test_a_log_closed_again_without_appends_writes_no_new_snapshot(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Stopping a broker whose partitions took no writes since its start rewrites
+    none of their producer state snapshots (as Kafka); the state stays exact."""
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    log.close()
+    [snapshot] = tmp_path.glob("*.snapshot")
+    written = snapshot.stat()
+    log = open_log(tmp_path, clock)
+    log.close()
+    again = snapshot.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    log = open_log(tmp_path, clock)
+    assert log.append_as_leader(idempotent_batch(7, 0, 0), 0).duplicate
+    log.append_as_leader(idempotent_batch(7, 0, 2), 0)
+    log.close()
+    assert len(list(tmp_path.glob("*.snapshot"))) == 2
+
+
 @pytest.mark.parametrize("target", [Compression.NONE, Compression.ZSTD, Compression.GZIP])
 def test_a_topic_codec_other_than_producer_recompresses(
     tmp_path: Path, clock: FakeClock, target: Compression

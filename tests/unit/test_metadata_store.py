@@ -5,6 +5,8 @@ share are tested in tests/cluster/test_metadata_store.py, on a real ZooKeeper to
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,30 @@ def test_acknowledged_writes_survive_kill_9_mid_write(tmp_path: Path) -> None:
         assert missing == []
 
     asyncio.run(check())
+
+
+def test_a_fired_watch_is_not_kept_and_one_watch_fires_once() -> None:
+    """A broker sets a watch of its own on each topic it learns: once fired and
+    dropped by its owner, nothing of it stays (memory stays bounded while topics come
+    and go); the same watch set twice on a path fires once, as in ZooKeeper."""
+
+    async def run() -> None:
+        s = EmbeddedTree(None).session()
+        await s.start()
+        await s.create("/topic", b"")
+        events: list[object] = []
+
+        def watch(event: object) -> None:
+            events.append(event)
+
+        await s.get("/topic", watch)
+        await s.get("/topic", watch)
+        await s.set("/topic", b"changed")
+        await settle()
+        assert len(events) == 1
+        gone = weakref.ref(watch)
+        del watch
+        gc.collect()
+        assert gone() is None
+
+    asyncio.run(run())

@@ -345,6 +345,19 @@ class EmbeddedTree:
         return sorted((p for p in self._nodes if p.startswith(prefix)), key=len, reverse=True)
 
 
+@dataclass(frozen=True, slots=True)
+class _SessionWatch:
+    """A session's watch as the tree holds it: equal to the same watch of the same
+    session, so that a path keeps one, as in ZooKeeper; fired through the session,
+    which holds the event while it is cut off. Nothing keeps it once fired."""
+
+    session: EmbeddedSession
+    watch: Watcher
+
+    def __call__(self, event: WatchedEvent) -> None:
+        self.session._fire(self.watch, event)
+
+
 class EmbeddedSession(MetadataStore):
     """A broker's session. `isolate` cuts it off as a network partition cuts a
     ZooKeeper client off: operations wait, watch events are held, and after the
@@ -357,7 +370,6 @@ class EmbeddedSession(MetadataStore):
         self._sid = 0
         self._connected = asyncio.Event()
         self._connected.set()
-        self._wrappers: dict[Watcher, Watcher] = {}
         self._held: list[tuple[Watcher, WatchedEvent]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._expired = False
@@ -403,19 +415,13 @@ class EmbeddedSession(MetadataStore):
             await self._connected.wait()
 
     def _watch(self, watch: Watcher | None) -> Watcher | None:
-        if watch is None:
-            return None
-        wrapper = self._wrappers.get(watch)
-        if wrapper is None:
+        return None if watch is None else _SessionWatch(self, watch)
 
-            def wrapper(event: WatchedEvent, watch: Watcher = watch) -> None:
-                if self._connected.is_set():
-                    watch(event)
-                else:
-                    self._held.append((watch, event))
-
-            self._wrappers[watch] = wrapper
-        return wrapper
+    def _fire(self, watch: Watcher, event: WatchedEvent) -> None:
+        if self._connected.is_set():
+            watch(event)
+        else:
+            self._held.append((watch, event))
 
     # -- operations ----------------------------------------------------------------------
 

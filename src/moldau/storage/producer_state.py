@@ -150,8 +150,13 @@ class ProducerStateManager:
         return snapshot_offsets(os.listdir(self.dir))
 
     def take_snapshot(self, sync: bool = True) -> None:
-        """Write the state as of map_end_offset; without `sync` the file is not forced
-        to disk (the caller syncs the whole file system)."""
+        """Write the state as of map_end_offset, unless a snapshot of that offset is
+        on disk already (as Kafka, which snapshots only past its last snapshot's
+        offset: a log closed twice without appends writes it once); without `sync`
+        the file is not forced to disk (the caller syncs the whole file system)."""
+        path = self.dir / snapshot_name(self.map_end_offset)
+        if path.exists():
+            return
         body = bytearray(_HEAD.pack(_MAGIC, _VERSION, len(self.producers)))
         for e in self.producers.values():
             body += _PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
@@ -160,7 +165,7 @@ class ProducerStateManager:
                     b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp
                 )
         body += _CRC.pack(crc32c.crc32c(bytes(body)))
-        write_atomically(self.dir / snapshot_name(self.map_end_offset), bytes(body), sync)
+        write_atomically(path, bytes(body), sync)
 
     def load_latest_snapshot(self, max_offset: int, offsets: list[int] | None = None) -> None:
         """Start from the newest readable snapshot at or below `max_offset` (snapshots
