@@ -38,6 +38,7 @@ from moldau.protocol.legacy_schemas import (
 from moldau.protocol.records import Compression, build_batch
 from moldau.protocol.wire import Reader
 from moldau.server.broker import Broker
+from tests.integration import requests as rq
 from tests.integration.clients import confluent_consume, confluent_produce, create_topic
 from tests.integration.in_process import running_broker
 from tests.integration.kafka_wire import WireClient
@@ -356,7 +357,8 @@ def test_bad_old_produce_and_fetch_get_kafkas_answers(tmp_path: Path, topic_name
     zstd has no old message format (UNSUPPORTED_COMPRESSION_TYPE, also for Produce
     v3-v6, as from Kafka); Fetch v0-v2 keep to their byte limit even if the first
     message does not fit (the client learns its fetch size is too small), v3 sends
-    that message whole."""
+    that message whole; Fetch v4-v9 of a zstd batch get UNSUPPORTED_COMPRESSION_TYPE
+    too (KIP-110), v10 the batch."""
 
     async def main() -> None:
         async with running_broker(tmp_path) as broker:
@@ -391,6 +393,19 @@ def test_bad_old_produce_and_fetch_get_kafkas_answers(tmp_path: Path, topic_name
             )
             error, records = await asyncio.to_thread(fetch_raw, bootstrap, topic_name, 3, 1 << 20)
             assert (error, records) == (ErrorCode.unsupported_compression_type, b"")
+
+            def fetch_zstd(version: int) -> tuple[int, int]:
+                with WireClient(bootstrap) as c:
+                    r = c.request(rq.fetch(topic_name, 0, 1, version))
+                    [p] = r.responses[0].partitions
+                    return p.error_code, len(p.records or b"")
+
+            # KIP-110: below Fetch v10 a client is older than zstd; v10 reads it.
+            for version in (4, 9):
+                error, size = await asyncio.to_thread(fetch_zstd, version)
+                assert (error, size) == (ErrorCode.unsupported_compression_type, 0)
+            error, size = await asyncio.to_thread(fetch_zstd, 10)
+            assert error == ErrorCode.none and size > 0
 
     asyncio.run(main())
 

@@ -15,7 +15,7 @@ Layout of the header (big-endian):
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -116,6 +116,28 @@ def offset_and_length(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """baseOffset and batchLength of the batch at `pos` (its first 12 bytes)."""
     base, length = _OFFSET_LENGTH.unpack_from(buf, pos)
     return int(base), int(length)
+
+
+# The low byte of the attributes, which holds the codec: the end of what a batch's
+# codec takes to read.
+CODEC_BYTE = OFFSET_ATTRIBUTES + 1
+
+
+def codecs_of(read: Callable[[int, int], Buffer], start: int, end: int) -> set[Compression]:
+    """The codec of each whole batch in [start, end) of what `read(position, size)`
+    reads: one small read per batch, its records untouched."""
+    codecs = set()
+    pos = start
+    while pos + CODEC_BYTE + 1 <= end:
+        head = read(pos, CODEC_BYTE + 1)
+        if len(head) < CODEC_BYTE + 1:
+            break
+        _, length = offset_and_length(head)
+        if length < 0 or pos + LOG_OVERHEAD + length > end:
+            break
+        codecs.add(Compression(head[CODEC_BYTE] & ATTR_COMPRESSION_MASK))
+        pos += LOG_OVERHEAD + length
+    return codecs
 
 
 def compute_crc(batch: Buffer) -> int:

@@ -17,6 +17,8 @@ from moldau.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
+    Compression,
+    codecs_of,
     compute_crc,
     iter_records,
 )
@@ -48,6 +50,12 @@ class FileRecords:
     fd: int
     position: int
     size: int
+
+    def codecs(self) -> set[Compression]:
+        """The codec of each whole batch in the slice, from its header alone."""
+        return codecs_of(
+            lambda pos, n: os.pread(self.fd, n, pos), self.position, self.position + self.size
+        )
 
     def read(self) -> bytes:
         chunks = []

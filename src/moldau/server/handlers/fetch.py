@@ -11,14 +11,21 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.fetch import FetchPartitionResult, FetchTopicResult, encode_fetch_response
+from moldau.protocol.fetch import (
+    FetchPartitionResult,
+    FetchTopicResult,
+    Part,
+    encode_fetch_response,
+)
 from moldau.protocol.legacy_records import MAGIC_V0, MAGIC_V1, cut_message_set, down_convert
+from moldau.protocol.records import Compression, codecs_of
 from moldau.replication.partition import FetchIsolation
 from moldau.replication.replica_manager import FetchParams, FetchPartitionRead
 from moldau.server.fetch_session import FINAL_EPOCH, CachedPartition, SessionKey
 from moldau.server.request import RawBody, RequestContext, Response
 from moldau.storage.log import FetchDataInfo
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.segment import FileRecords
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -114,7 +121,10 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             result.log_start_offset = read.info.log_start_offset
             result.records = read.info.data.records if read.error == ErrorCode.none else None
             result.diverging_epoch = read.info.diverging_epoch
-        if version < 4 and result.records and read.info is not None:
+        if 4 <= version < 10 and result.records and _holds_zstd(result.records):
+            # KIP-110: clients of Fetch below v10 are older than zstd (Kafka 2.1).
+            result.error_code, result.records = ErrorCode.unsupported_compression_type, None
+        elif version < 4 and result.records and read.info is not None:
             # A few µs a record: on a worker thread, the event loop serving others.
             try:
                 result.records = await asyncio.to_thread(
@@ -142,3 +152,10 @@ def in_message_format(version: int, data: FetchDataInfo, max_bytes: int) -> byte
     magic = MAGIC_V0 if version <= 1 else MAGIC_V1
     converted = down_convert(records, magic, data.fetch_offset)
     return cut_message_set(converted, max_bytes, min_one_message=version >= 3)
+
+
+def _holds_zstd(records: Part) -> bool:
+    if isinstance(records, FileRecords):
+        return Compression.ZSTD in records.codecs()
+    buf = memoryview(records)  # type: ignore[arg-type]
+    return Compression.ZSTD in codecs_of(lambda pos, n: buf[pos : pos + n], 0, len(buf))
