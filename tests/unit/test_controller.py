@@ -85,12 +85,15 @@ class Cluster:
         await self.settle()
 
     async def settle(self) -> None:
+        """Until every controller has handled all its events (twice seen idle)."""
         for _ in range(50):
             await asyncio.sleep(0.005)
             if all(c.idle.is_set() for c in self.controllers.values()):
                 await asyncio.sleep(0.005)
                 if all(c.idle.is_set() for c in self.controllers.values()):
                     return
+        busy = [i for i, c in self.controllers.items() if not c.idle.is_set()]
+        raise AssertionError(f"controllers {busy} still busy after 0.5 s")
 
     def active(self) -> Controller:
         (active,) = [c for c in self.controllers.values() if c.is_active]

@@ -57,3 +57,19 @@ def test_a_restarted_static_member_that_heartbeats_is_not_expired_by_its_old_tim
         await gc.close()
 
     asyncio.run(run())
+
+
+def test_a_group_lives_where_kafka_puts_it() -> None:
+    """Java's String.hashCode, Kafka's Utils.abs (Integer.MIN_VALUE -> 0), modulo the
+    offsets partitions: a group moved between Kafka and Moldau keeps its partition."""
+    from moldau.coordinator.group_metadata_manager import java_string_hash, partition_for_group
+
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("héllo, wörld") == int.from_bytes(
+        (sum(31 ** (11 - i) * ord(c) for i, c in enumerate("héllo, wörld")) % 2**32).to_bytes(4),
+        signed=True,
+    )
+    # The string whose hash is Integer.MIN_VALUE: abs() would overflow in Java.
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert partition_for_group("polygenelubricants", 50) == 0
+    assert partition_for_group("hello", 50) == 99162322 % 50

@@ -1,17 +1,18 @@
-"""Group coordinator (Kafka's classic GroupCoordinator and GroupMetadataManager).
+"""Group coordinator (Kafka's classic GroupCoordinator).
 
 A group belongs to partition abs(hashCode(group id)) % offsets.topic.num.partitions
 of __consumer_offsets (Java's String.hashCode); the leader of that partition is the
 group's coordinator. Group metadata and committed offsets are records in that
-partition, written with acks=all through the ordinary log; the in-memory view is
-rebuilt from the partition whenever this broker becomes its leader.
+partition, written with acks=all through the ordinary log
+(group_metadata_manager.py); the in-memory view is rebuilt from the partition
+whenever this broker becomes its leader.
 
 Membership follows the classic protocol: JoinGroup (a new member first gets
 MEMBER_ID_REQUIRED and a member id), a rebalance that waits for every member to
 rejoin (DelayedJoin, or InitialDelayedJoin for a new group), SyncGroup (the leader
 hands out assignments, stored with the group), Heartbeat within the session timeout
 (DelayedHeartbeat), LeaveGroup. Every wait is a purgatory operation on the injected
-timer.
+timer (delayed_ops.py).
 """
 
 from __future__ import annotations
@@ -20,28 +21,27 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moldau.clock import Clock
+from moldau.coordinator.delayed_ops import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
 from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
+from moldau.coordinator.group_metadata_manager import (
+    CONSUMER_OFFSETS,
+    GroupMetadataManager,
+    expired_offsets,
+    offset_tombstones,
+)
 from moldau.coordinator.records import (
-    GroupMetadataKey,
     GroupMetadataValue,
-    MemberRecord,
     OffsetAndMetadata,
     OffsetKey,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_key,
-    encode_group_value,
     encode_offset_key,
     encode_offset_value,
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.produce import ProducePartitionResponse
-from moldau.protocol.records import build_batch, iter_records
 from moldau.replication.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.partition_name import TopicPartition
@@ -49,29 +49,8 @@ from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
-CONSUMER_OFFSETS = "__consumer_offsets"
-# How many batches of the offsets log are read before yielding to other work.
-_LOAD_BATCHES_PER_STEP = 500
 # How long a member that joined but never came back after the join may linger.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, wrapping at 32 bits."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: |n|, with Integer.MIN_VALUE mapped to 0."""
-    return 0 if n == -(2**31) else abs(n)
-
-
-def partition_for_group(group_id: str, num_partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,85 +109,6 @@ class SyncResult:
     protocol_name: str | None = None
 
 
-class DelayedJoin(DelayedOperation):
-    """Completes when every member has rejoined, or at the rebalance timeout."""
-
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
-        super().__init__(delay_ms)
-        self.coordinator = coordinator
-        self.group = group
-
-    def try_complete(self) -> bool:
-        if self.group.all_members_joined():
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        self.coordinator._on_complete_join(self.group)
-
-
-class InitialDelayedJoin(DelayedJoin):
-    """The first rebalance of an empty group waits group.initial.rebalance.delay.ms,
-    and again while new members keep arriving, up to the rebalance timeout, so that
-    a group starting together forms in one rebalance."""
-
-    def __init__(
-        self,
-        coordinator: GroupCoordinator,
-        group: GroupMetadata,
-        configured_delay_ms: int,
-        delay_ms: int,
-        remaining_ms: int,
-    ) -> None:
-        super().__init__(coordinator, group, delay_ms)
-        self.configured_delay_ms = configured_delay_ms
-        self.remaining_ms = remaining_ms
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        group = self.group
-        if group.new_member_added and self.remaining_ms != 0:
-            group.new_member_added = False
-            delay = min(self.configured_delay_ms, self.remaining_ms)
-            remaining = max(self.remaining_ms - delay, 0)
-            self.coordinator.join_purgatory.try_complete_else_watch(
-                InitialDelayedJoin(
-                    self.coordinator, group, self.configured_delay_ms, delay, remaining
-                ),
-                [group.group_id],
-            )
-        else:
-            super().on_complete()
-
-
-class DelayedHeartbeat(DelayedOperation):
-    """Expires a member that has not been heard from within its session timeout.
-    Keyed, as in Kafka, by member id: a static member that rejoins under a new id is
-    the same object, and its old id's timer must not expire it."""
-
-    def __init__(
-        self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, delay_ms: int
-    ) -> None:
-        super().__init__(delay_ms)
-        self.coordinator = coordinator
-        self.group = group
-        self.member_id = member_id
-
-    def try_complete(self) -> bool:
-        member = self.group.members.get(self.member_id)
-        if member is None or member.heartbeat_satisfied:
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        self.coordinator._on_heartbeat_expired(self.group, self.member_id)
-
-
 class GroupCoordinator:
     def __init__(
         self,
@@ -233,6 +133,9 @@ class GroupCoordinator:
         self.heartbeat_purgatory: DelayedOperationPurgatory[tuple[str, str], DelayedOperation] = (
             DelayedOperationPurgatory("Heartbeat", timer)
         )
+        self.metadata_manager = GroupMetadataManager(
+            replica_manager, clock, config.num_partitions, config.commit_timeout_ms
+        )
         self._tasks = TaskOwner("group-coordinator")
         replica_manager.on_leadership_change.append(self._on_leadership_change)
 
@@ -242,7 +145,7 @@ class GroupCoordinator:
         await self._tasks.close()
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.num_partitions)
+        return self.metadata_manager.partition_for(group_id)
 
     def _now(self) -> int:
         return self.clock.milliseconds()
@@ -290,37 +193,7 @@ class GroupCoordinator:
             self.loading.discard(partition)
 
     async def _load_groups(self, partition: int) -> None:
-        tp = TopicPartition(CONSUMER_OFFSETS, partition)
-        p = self.replica_manager.get_partition(tp)
-        if p is None or p.log is None:
-            return
-        lg = p.log
-        position = lg.log_start_offset
-        end = p.high_watermark
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        metadata: dict[str, GroupMetadataValue | None] = {}
-        while position < end:
-            batches = lg.read_batches(position, end, _LOAD_BATCHES_PER_STEP)
-            if not batches:
-                break
-            for batch in batches:
-                for record in iter_records(batch):
-                    position = record.offset + 1
-                    if record.key is None:
-                        continue
-                    key = decode_key(record.key)
-                    if isinstance(key, OffsetKey):
-                        group_offsets = offsets.setdefault(key.group, {})
-                        ktp = TopicPartition(key.topic, key.partition)
-                        if record.value is None:
-                            group_offsets.pop(ktp, None)
-                        else:
-                            group_offsets[ktp] = decode_offset_value(record.value)
-                    elif isinstance(key, GroupMetadataKey):
-                        metadata[key.group] = (
-                            None if record.value is None else decode_group_value(record.value)
-                        )
-            await asyncio.sleep(0)
+        offsets, metadata = await self.metadata_manager.read_groups(partition)
         if partition not in self.owned:
             return
         loaded = 0
@@ -334,7 +207,7 @@ class GroupCoordinator:
             self.groups[group_id] = group
             loaded += 1
         if loaded:
-            log.info("loaded %d groups from %s", loaded, tp)
+            log.info("loaded %d groups from %s-%d", loaded, CONSUMER_OFFSETS, partition)
 
     def _restore(self, group_id: str, value: GroupMetadataValue | None) -> GroupMetadata:
         group = GroupMetadata(group_id)
@@ -451,7 +324,9 @@ class GroupCoordinator:
             # The new id is stored, so that a coordinator that loads the group after
             # a move or restart does not fence it (Kafka stores the group here too).
             assignments = {m.member_id: m.assignment for m in group.members.values()}
-            self._tasks.spawn(self._store_group(group, assignments), f"store-{group.group_id}")
+            self._tasks.spawn(
+                self.metadata_manager.store_group(group, assignments), f"store-{group.group_id}"
+            )
             return self._join_result(group, member)
         return await self._update_member_and_rebalance(group, member, req)
 
@@ -524,7 +399,7 @@ class GroupCoordinator:
         )
         self.join_purgatory.try_complete_else_watch(op, [group.group_id])
 
-    def _on_complete_join(self, group: GroupMetadata) -> None:
+    def on_complete_join(self, group: GroupMetadata) -> None:
         if self.groups.get(group.group_id) is not group:
             return  # unloaded or deleted meanwhile
         for member in [m for m in group.members.values() if m.awaiting_join is None]:
@@ -540,7 +415,9 @@ class GroupCoordinator:
             group.group_id, group.generation_id, len(group.members), group.protocol_name,
         )  # fmt: skip
         if group.state == GroupState.EMPTY:
-            self._tasks.spawn(self._store_group(group, {}), f"store-{group.group_id}")
+            self._tasks.spawn(
+                self.metadata_manager.store_group(group, {}), f"store-{group.group_id}"
+            )
             return
         for member in group.members.values():
             result = self._join_result(group, member)
@@ -599,7 +476,7 @@ class GroupCoordinator:
         self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
         self._schedule_heartbeat(group, member)
 
-    def _on_heartbeat_expired(self, group: GroupMetadata, member_id: str) -> None:
+    def on_heartbeat_expired(self, group: GroupMetadata, member_id: str) -> None:
         member = group.members.get(member_id)
         if (
             member is None
@@ -712,7 +589,7 @@ class GroupCoordinator:
                 group.transition_to(GroupState.STABLE, self._now())
                 log.info("group %s: stable in generation %d", group_id, generation)
 
-            await self._store_group(group, full, stored)
+            await self.metadata_manager.store_group(group, full, stored)
         return await future
 
     def _propagate_assignment(self, group: GroupMetadata) -> None:
@@ -788,9 +665,9 @@ class GroupCoordinator:
                 group.transition_to(GroupState.DEAD, self._now())
                 tombstones = [
                     (encode_group_key(group_id), None),
-                    *_offset_tombstones(group_id, group.offsets),
+                    *offset_tombstones(group_id, group.offsets),
                 ]
-                results[group_id] = await self._append(
+                results[group_id] = await self.metadata_manager.append(
                     group_id, tombstones, functools.partial(self._forget, group_id)
                 )
         return results
@@ -830,7 +707,9 @@ class GroupCoordinator:
                     for tp in doomed:
                         group.offsets.pop(tp, None)
 
-            code = await self._append(group_id, _offset_tombstones(group_id, doomed), deleted)
+            code = await self.metadata_manager.append(
+                group_id, offset_tombstones(group_id, doomed), deleted
+            )
             if code != ErrorCode.none:
                 return code, {}
         return ErrorCode.none, results
@@ -893,7 +772,7 @@ class GroupCoordinator:
                 if code == ErrorCode.none:
                     group.offsets.update(accepted)
 
-            code = await self._append(group_id, records, committed)
+            code = await self.metadata_manager.append(group_id, records, committed)
             for tp in accepted:
                 results[tp] = code
         return results
@@ -922,27 +801,8 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if self._check_coordinator(group.group_id) != ErrorCode.none:
                 continue
-            expired: list[TopicPartition] = []
-            if group.protocol_type is not None and group.state == GroupState.EMPTY:
-                base = group.current_state_timestamp_ms
-                expired = [
-                    tp for tp, o in group.offsets.items()
-                    if now - (base if base >= 0 else o.commit_timestamp_ms) >= retention
-                ]  # fmt: skip
-            elif group.protocol_type is None:
-                expired = [
-                    tp
-                    for tp, o in group.offsets.items()
-                    if now - o.commit_timestamp_ms >= retention
-                ]
-            elif group.state == GroupState.STABLE:
-                subscribed = group.subscribed_topics()
-                if subscribed is not None:
-                    expired = [
-                        tp for tp, o in group.offsets.items()
-                        if tp.topic not in subscribed and now - o.commit_timestamp_ms >= retention
-                    ]  # fmt: skip
-            tombstones = _offset_tombstones(group.group_id, expired)
+            expired = expired_offsets(group, now, retention)
+            tombstones = offset_tombstones(group.group_id, expired)
             for tp in expired:
                 del group.offsets[tp]
             if group.state == GroupState.EMPTY and not group.offsets and not group.members:
@@ -957,99 +817,13 @@ class GroupCoordinator:
         """Run the expiry and write its tombstones; returns how many were written."""
         written = 0
         for group_id, tombstones in self.cleanup_expired_offsets():
-            if await self._append(group_id, tombstones) == ErrorCode.none:
+            if await self.metadata_manager.append(group_id, tombstones) == ErrorCode.none:
                 written += len(tombstones)
         if written:
             log.info("expired %d offsets and groups", written)
         return written
 
-    # -- writing to __consumer_offsets ---------------------------------------------------
-
-    async def _store_group(
-        self,
-        group: GroupMetadata,
-        assignments: Mapping[str, bytes],
-        on_written: Callable[[ErrorCode], None] | None = None,
-    ) -> ErrorCode:
-        protocol = group.protocol_name
-        value = GroupMetadataValue(
-            group.protocol_type or "",
-            group.generation_id,
-            protocol,
-            group.leader_id,
-            group.current_state_timestamp_ms,
-            tuple(
-                MemberRecord(
-                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                    m.rebalance_timeout_ms, m.session_timeout_ms,
-                    m.metadata_for(protocol) if protocol else b"",
-                    assignments.get(m.member_id, b""),
-                )
-                for m in group.members.values()
-            ),
-        )  # fmt: skip
-        return await self._append(
-            group.group_id,
-            [(encode_group_key(group.group_id), encode_group_value(value))],
-            on_written,
-        )
-
-    async def _append(
-        self,
-        group_id: str,
-        records: Sequence[tuple[bytes, bytes | None]],
-        on_written: Callable[[ErrorCode], None] | None = None,
-    ) -> ErrorCode:
-        """Append to the group's offsets partition. `on_written` applies the result to
-        the coordinator's state when the append completes, as Kafka's cache callback
-        does: it runs even if the request that asked has gone (its client hung up and
-        its task was cancelled), so the log and the state never disagree."""
-        batch = build_batch(records, timestamp=self._now())
-        tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-
-        def done(responses: Mapping[TopicPartition, ProducePartitionResponse]) -> None:
-            code = _commit_error(ErrorCode(responses[tp].error_code))
-            if on_written is not None:
-                on_written(code)
-            if not future.done():
-                future.set_result(code)
-
-        self.replica_manager.append_records(
-            -1, self.config.commit_timeout_ms, {tp: memoryview(batch)}, done
-        )
-        return await future
-
-
-def _offset_tombstones(
-    group_id: str, partitions: Iterable[TopicPartition]
-) -> list[tuple[bytes, bytes | None]]:
-    """Records that delete the group's committed offsets of these partitions."""
-    return [
-        (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None) for tp in partitions
-    ]
-
 
 def _complete(future: asyncio.Future[object] | None, value: object) -> None:
     if future is not None and not future.done():
         future.set_result(value)
-
-
-def _commit_error(code: ErrorCode) -> ErrorCode:
-    """Kafka's mapping of append errors to what a group client should see."""
-    if code in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    ):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if code in (
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.invalid_fetch_size,
-    ):
-        return ErrorCode.invalid_commit_offset_size
-    return code

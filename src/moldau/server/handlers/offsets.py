@@ -6,7 +6,8 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from moldau.controller.admin import NewTopic
-from moldau.coordinator.group_coordinator import CONSUMER_OFFSETS, OffsetCommitEntry
+from moldau.coordinator.group_coordinator import OffsetCommitEntry
+from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import (

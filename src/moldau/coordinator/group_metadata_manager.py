@@ -1,0 +1,217 @@
+"""The log side of the group coordinator (Kafka's GroupMetadataManager): which
+partition of __consumer_offsets holds a group, reading a partition's groups and
+offsets back, writing group metadata, offsets and tombstones to it, and which
+offsets have expired (offsets.retention.minutes)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from moldau.clock import Clock
+from moldau.coordinator.group import GroupMetadata, GroupState
+from moldau.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+)
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.produce import ProducePartitionResponse
+from moldau.protocol.records import build_batch, iter_records
+from moldau.replication.replica_manager import ReplicaManager
+from moldau.storage.partition_name import TopicPartition
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+# How many batches of the offsets log are read before yielding to other work.
+_LOAD_BATCHES_PER_STEP = 500
+
+# group id -> its committed offsets; group id -> its metadata (None: deleted)
+GroupOffsets = dict[str, dict[TopicPartition, OffsetAndMetadata]]
+GroupValues = dict[str, GroupMetadataValue | None]
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: over UTF-16 code units, wrapping at 32 bits."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: |n|, with Integer.MIN_VALUE mapped to 0."""
+    return 0 if n == -(2**31) else abs(n)
+
+
+def partition_for_group(group_id: str, num_partitions: int) -> int:
+    return kafka_abs(java_string_hash(group_id)) % num_partitions
+
+
+class GroupMetadataManager:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        clock: Clock,
+        num_partitions: int,
+        commit_timeout_ms: int,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.clock = clock
+        self.num_partitions = num_partitions
+        self.commit_timeout_ms = commit_timeout_ms
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.num_partitions)
+
+    async def read_groups(self, partition: int) -> tuple[GroupOffsets, GroupValues]:
+        """What one offsets partition holds, up to its high watermark: the last word
+        on each group's offsets and metadata. Yields to other work every
+        _LOAD_BATCHES_PER_STEP batches."""
+        offsets: GroupOffsets = {}
+        metadata: GroupValues = {}
+        p = self.replica_manager.get_partition(TopicPartition(CONSUMER_OFFSETS, partition))
+        if p is None or p.log is None:
+            return offsets, metadata
+        lg = p.log
+        position = lg.log_start_offset
+        end = p.high_watermark
+        while position < end:
+            batches = lg.read_batches(position, end, _LOAD_BATCHES_PER_STEP)
+            if not batches:
+                break
+            for batch in batches:
+                for record in iter_records(batch):
+                    position = record.offset + 1
+                    if record.key is None:
+                        continue
+                    key = decode_key(record.key)
+                    if isinstance(key, OffsetKey):
+                        group_offsets = offsets.setdefault(key.group, {})
+                        ktp = TopicPartition(key.topic, key.partition)
+                        if record.value is None:
+                            group_offsets.pop(ktp, None)
+                        else:
+                            group_offsets[ktp] = decode_offset_value(record.value)
+                    elif isinstance(key, GroupMetadataKey):
+                        metadata[key.group] = (
+                            None if record.value is None else decode_group_value(record.value)
+                        )
+            await asyncio.sleep(0)
+        return offsets, metadata
+
+    async def store_group(
+        self,
+        group: GroupMetadata,
+        assignments: Mapping[str, bytes],
+        on_written: Callable[[ErrorCode], None] | None = None,
+    ) -> ErrorCode:
+        protocol = group.protocol_name
+        value = GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            group.current_state_timestamp_ms,
+            tuple(
+                MemberRecord(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.rebalance_timeout_ms, m.session_timeout_ms,
+                    m.metadata_for(protocol) if protocol else b"",
+                    assignments.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ),
+        )  # fmt: skip
+        return await self.append(
+            group.group_id,
+            [(encode_group_key(group.group_id), encode_group_value(value))],
+            on_written,
+        )
+
+    async def append(
+        self,
+        group_id: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        on_written: Callable[[ErrorCode], None] | None = None,
+    ) -> ErrorCode:
+        """Append to the group's offsets partition. `on_written` applies the result to
+        the coordinator's state when the append completes, as Kafka's cache callback
+        does: it runs even if the request that asked has gone (its client hung up and
+        its task was cancelled), so the log and the state never disagree."""
+        batch = build_batch(records, timestamp=self.clock.milliseconds())
+        tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def done(responses: Mapping[TopicPartition, ProducePartitionResponse]) -> None:
+            code = commit_error(ErrorCode(responses[tp].error_code))
+            if on_written is not None:
+                on_written(code)
+            if not future.done():
+                future.set_result(code)
+
+        self.replica_manager.append_records(
+            -1, self.commit_timeout_ms, {tp: memoryview(batch)}, done
+        )
+        return await future
+
+
+def offset_tombstones(
+    group_id: str, partitions: Iterable[TopicPartition]
+) -> list[tuple[bytes, bytes | None]]:
+    """Records that delete the group's committed offsets of these partitions."""
+    return [
+        (encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)), None) for tp in partitions
+    ]
+
+
+def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    """The group's offsets expired as Kafka expires them: all of an empty consumer
+    group's once it has been empty that long, a standalone consumer's by commit
+    time, and a stable consumer group's for topics it no longer subscribes to."""
+    if group.protocol_type is not None and group.state == GroupState.EMPTY:
+        base = group.current_state_timestamp_ms
+        return [
+            tp for tp, o in group.offsets.items()
+            if now_ms - (base if base >= 0 else o.commit_timestamp_ms) >= retention_ms
+        ]  # fmt: skip
+    if group.protocol_type is None:
+        return [
+            tp for tp, o in group.offsets.items() if now_ms - o.commit_timestamp_ms >= retention_ms
+        ]
+    if group.state == GroupState.STABLE:
+        subscribed = group.subscribed_topics()
+        if subscribed is not None:
+            return [
+                tp for tp, o in group.offsets.items()
+                if tp.topic not in subscribed and now_ms - o.commit_timestamp_ms >= retention_ms
+            ]  # fmt: skip
+    return []
+
+
+def commit_error(code: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of append errors to what a group client should see."""
+    if code in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if code in (
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_fetch_size,
+    ):
+        return ErrorCode.invalid_commit_offset_size
+    return code
