@@ -54,6 +54,7 @@ from moldau.server.alter_partition_manager import AlterPartitionManager
 from moldau.server.apis import KafkaApis
 from moldau.server.control_client import NetworkTransport
 from moldau.server.dynamic_broker_config import DynamicBrokerConfig
+from moldau.server.dynamic_config_manager import DynamicConfigManager
 from moldau.server.fetch_session import FetchManager, FetchSessionCache
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.metrics import BrokerCollector
@@ -61,7 +62,6 @@ from moldau.server.metrics_http import MetricsServer
 from moldau.server.network import SocketServer
 from moldau.server.replica_fetch_client import NetworkFetchClient
 from moldau.server.request_metrics import RequestMetrics
-from moldau.server.topic_configs import TopicConfigs
 from moldau.storage.cleaner import clean, dirty_ratio
 from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.log_manager import LogManager
@@ -126,9 +126,9 @@ class Broker:
         self.failure_channel = LogDirFailureChannel()
         self.log_manager = LogManager(config.log_dirs, clock, self.broker_id, self.failure_channel)
         self.metadata_cache = MetadataCache(self.broker_id)
-        self.topic_configs = TopicConfigs(self.client, config, self.log_manager)
+        self.config_manager = DynamicConfigManager(self.client, config, self.log_manager)
         self.dynamic_config = DynamicBrokerConfig(self.client, config)
-        self.topic_configs.broker_listeners.append(self.dynamic_config.on_change)
+        self.config_manager.broker_listeners.append(self.dynamic_config.on_change)
         self.dynamic_config.listeners.append(self._update_quota_bounds)
         self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
         self.fetch_manager = FetchManager(
@@ -164,7 +164,7 @@ class Broker:
         self.topic_stats = BrokerTopicStats()
         self.request_metrics = RequestMetrics()
         self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, clock, self.timer, self.topic_configs.log_config,
+            self.broker_id, self.log_manager, clock, self.timer, self.config_manager.log_config,
             config["replica.lag.time.max.ms"], self.alter_partition_manager,
             self.fetch_client, fetcher_config, self.topic_stats,
             (config["replication.quota.window.num"],
@@ -202,7 +202,7 @@ class Broker:
             if config["auto.leader.rebalance.enable"]
             else None,
         )
-        self.topic_configs.listeners.append(self._on_topic_config_change)
+        self.config_manager.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
         self.listeners = parse_listeners(config["listeners"])
         self.servers: list[SocketServer] = []
@@ -230,10 +230,10 @@ class Broker:
         self.cluster_id = await self.client.get_or_create_cluster_id(
             config["cluster.id"] or new_cluster_id()
         )
-        await self.topic_configs.load(self._topics_on_disk())
+        await self.config_manager.load(self._topics_on_disk())
         await self.dynamic_config.load()
         self._update_quota_bounds()
-        for topic in list(self.topic_configs.overrides):
+        for topic in list(self.config_manager.overrides):
             self._update_throttled_replicas(topic)
         loop = asyncio.get_running_loop()
 
@@ -258,12 +258,12 @@ class Broker:
             self.servers.append(server)
         await asyncio.to_thread(
             self.log_manager.startup,
-            self.topic_configs.log_config,
+            self.config_manager.log_config,
             self.cluster_id,
             config["num.recovery.threads.per.data.dir"],
         )
         self.replica_manager.startup()
-        await self.topic_configs.start()
+        await self.config_manager.start()
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
@@ -528,7 +528,7 @@ class Broker:
 
     async def handle_control_request(self, request: ControlRequest) -> ControlResponse:
         if isinstance(request, LeaderAndIsrRequest):
-            await self.topic_configs.ensure_loaded({s.topic for s in request.partition_states})
+            await self.config_manager.ensure_loaded({s.topic for s in request.partition_states})
             return self.replica_manager.become_leader_or_follower(request)
         if isinstance(request, StopReplicaRequest):
             response = self.replica_manager.stop_replicas(request)
@@ -536,7 +536,7 @@ class Broker:
                 if s.delete_partition and not any(
                     tp.topic == s.topic for tp in self.replica_manager.partitions
                 ):
-                    self.topic_configs.forget(s.topic)
+                    self.config_manager.forget(s.topic)
             return response
         if isinstance(request, UpdateMetadataRequest):
             self.metadata_cache.update(request)
@@ -545,13 +545,13 @@ class Broker:
 
     def _on_topic_config_change(self, topic: str) -> None:
         # As Kafka's TopicConfigHandler: the controller retries leaderless partitions.
-        values = self.topic_configs.values(topic)
+        values = self.config_manager.values(topic)
         if values["unclean.leader.election.enable"]:
             self.controller.enable_topic_unclean_leader_election(topic)
         self._update_throttled_replicas(topic)
 
     def _update_throttled_replicas(self, topic: str) -> None:
-        values = self.topic_configs.values(topic)
+        values = self.config_manager.values(topic)
         rm = self.replica_manager
         for quota, key in (
             (rm.leader_quota, "leader.replication.throttled.replicas"),
@@ -658,7 +658,7 @@ class Broker:
         await self.controller_link.close()
         await self.fetch_client.close()
         await self.controller.close()
-        await self.topic_configs.close()
+        await self.config_manager.close()
         await self.group_coordinator.close()
         self.replica_manager.shutdown(checkpoint=clean)
         if clean:

@@ -1,7 +1,7 @@
-"""Topic config overrides on this broker: loaded from /config/topics, kept current
-through the /config/changes notifications (Kafka's DynamicConfigManager), and
-resolved against the broker's defaults into each log's LogConfig. Notifications
-about brokers' dynamic configs go to `broker_listeners`."""
+"""Kafka's DynamicConfigManager: follows the /config/changes notifications. Topic
+config overrides are loaded from /config/topics, kept current, and resolved
+against the broker's defaults into each log's LogConfig; notifications about
+brokers' dynamic configs go to `broker_listeners` (DynamicBrokerConfig)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from moldau.tasks import TaskOwner
 log = logging.getLogger(__name__)
 
 
-class TopicConfigs:
+class DynamicConfigManager:
     def __init__(
         self, client: MetadataClient, broker: BrokerConfig, log_manager: LogManager
     ) -> None:
@@ -33,7 +33,7 @@ class TopicConfigs:
         self._resolved: dict[str, LogConfig] = {}
         self._last_change = -1
         self._changes = asyncio.Event()
-        self._tasks = TaskOwner("topic-configs")
+        self._tasks = TaskOwner("dynamic-config-manager")
         # Called with a topic's name after its overrides changed.
         self.listeners: list[Callable[[str], None]] = []
         # Called with the entity (a broker id or <default>) of a broker config change.
