@@ -127,6 +127,9 @@ def test_zstd_has_no_old_message_format() -> None:
     wrapper = message(MAGIC_V1, int(Compression.ZSTD), 0, None, b"whatever")
     with pytest.raises(UnsupportedCompressionTypeError):
         up_convert(entry(0, wrapper))
+    for no_codec in (5, 6, 7):
+        with pytest.raises(CorruptMessageError, match="unknown compression codec"):
+            up_convert(entry(0, message(MAGIC_V1, no_codec, 0, None, b"x")))
 
 
 def test_bad_message_sets_are_refused() -> None:
@@ -226,3 +229,19 @@ def test_wrappers_whose_value_is_not_their_codec_are_corrupt(codec: Compression)
         for magic in (MAGIC_V0, MAGIC_V1):
             with pytest.raises((CorruptMessageError, InvalidRecordError)):
                 up_convert(entry(0, message(magic, int(codec), 0, None, value)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    magic=st.sampled_from([MAGIC_V0, MAGIC_V1]),
+    attributes=st.integers(-128, 127),
+    key=st.one_of(st.none(), st.binary(max_size=20)),
+    value=st.one_of(st.none(), st.binary(max_size=80)),
+)
+def test_any_message_with_a_good_crc_gets_a_batch_or_a_kafka_error(
+    magic: int, attributes: int, key: bytes | None, value: bytes | None
+) -> None:
+    """Past the CRC every attribute bit and any value reach the codecs: still a batch
+    or a Kafka error, never another exception."""
+    with contextlib.suppress(KafkaError):
+        validate_batch(up_convert(entry(0, message(magic, attributes, 0, key, value))))

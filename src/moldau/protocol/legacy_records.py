@@ -64,8 +64,9 @@ class Message:
     value: bytes | None
 
     @property
-    def compression(self) -> Compression:
-        return Compression(self.attributes & ATTR_COMPRESSION_MASK)
+    def codec(self) -> int:
+        """The codec's id (a Compression, or an id no codec has)."""
+        return self.attributes & ATTR_COMPRESSION_MASK
 
 
 # -- reading (Produce v0-v2) -----------------------------------------------------------
@@ -120,18 +121,18 @@ def _bytes(m: memoryview, pos: int) -> tuple[bytes | None, int]:
 
 def _records_of(message: Message) -> list[Message]:
     """A plain message, or the records inside a wrapper."""
-    codec = message.compression
+    codec = message.codec
     if codec == Compression.NONE:
         return [message]
     if codec == Compression.ZSTD:
         raise UnsupportedCompressionTypeError("zstd needs record batches (magic 2)")
     if codec not in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4):
-        raise CorruptMessageError(f"unknown compression codec {int(codec)}")
+        raise CorruptMessageError(f"unknown compression codec {codec}")
     raw = message.value or b""
     if codec == Compression.LZ4 and message.magic == MAGIC_V0:
         raw = _lz4_with_header_checksum(raw, broken=False)
     try:
-        inner = list(iter_messages(decompress(codec, raw)))
+        inner = list(iter_messages(decompress(Compression(codec), raw)))
     except (cramjam.DecompressionError, ValueError, struct.error) as e:
         raise CorruptMessageError(f"wrapper message does not decompress: {e}") from e
     log_append = bool(message.attributes & ATTR_TIMESTAMP_TYPE)
@@ -139,7 +140,7 @@ def _records_of(message: Message) -> list[Message]:
     for m in inner:
         if m.magic != message.magic:
             raise InvalidRecordError("a record's magic differs from its wrapper's")
-        if m.compression != Compression.NONE:
+        if m.codec != Compression.NONE:
             raise InvalidRecordError("a compressed message inside a compressed message")
         timestamp = message.timestamp if log_append else m.timestamp
         out.append(Message(m.offset, m.magic, m.attributes, timestamp, m.key, m.value))
@@ -153,9 +154,9 @@ def up_convert(message_set: Buffer) -> bytes:
     records: list[Message] = []
     codec = Compression.NONE
     for message in iter_messages(message_set):
-        if message.compression != Compression.NONE:
-            codec = message.compression
-        records.extend(_records_of(message))
+        records.extend(_records_of(message))  # refuses codecs of no id
+        if message.codec != Compression.NONE:
+            codec = Compression(message.codec)
     if not records:
         raise CorruptMessageError("no records")
     return build_batch(
