@@ -173,6 +173,7 @@ def test_cut_at_message_boundaries() -> None:
     # Not even the first fits: Fetch v3 still gets it whole, v0-v2 its first bytes.
     assert cut_message_set(data, 10, True) == data[: sizes[0]]
     assert cut_message_set(data, 10, False) == data[:10]
+    assert cut_message_set(data, -5, False) == b""
 
 
 def test_lz4_in_magic_0_has_the_header_checksum_of_kafka_0_8() -> None:

@@ -228,6 +228,7 @@ def cut_message_set(data: bytes, limit: int, min_one_message: bool) -> bytes:
     first message is larger, that whole message when `min_one_message` (Fetch v3),
     else its first `limit` bytes (v0-v2: the client learns the message is too large
     for its fetch size, as from Kafka)."""
+    limit = max(limit, 0)  # a client may ask for a negative size
     pos = 0
     while pos + ENTRY_OVERHEAD <= len(data):
         (size,) = _I32.unpack_from(data, pos + 8)
