@@ -9,11 +9,13 @@ from pathlib import Path
 from moldau.clock import FakeClock
 from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator, JoinRequest
+from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.purgatory import ManualTimer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
+from moldau.storage.partition_name import TopicPartition
 
 SESSION_MS = 10_000
 
@@ -28,7 +30,14 @@ def test_a_restarted_static_member_that_heartbeats_is_not_expired_by_its_old_tim
             1, LogManager([tmp_path], clock, 1), clock, timer, lambda t: LogConfig()
         )
         gc = GroupCoordinator(1, replicas, clock, timer, GroupConfig())
-        gc.owned = set(range(gc.num_partitions))
+        for partition in range(gc.num_partitions):  # this broker leads every one
+            for tell in replicas.on_leadership_change:
+                tell(TopicPartition(CONSUMER_OFFSETS, partition), True)
+        for _ in range(100):  # the (empty) partitions load
+            if not gc.loading:
+                break
+            await asyncio.sleep(0)
+        assert not gc.loading
         group = GroupMetadata(
             "g", state=GroupState.STABLE, protocol_type="consumer", protocol_name="range",
             generation_id=1,
@@ -37,8 +46,8 @@ def test_a_restarted_static_member_that_heartbeats_is_not_expired_by_its_old_tim
             "old", "instance-1", "c", "h", SESSION_MS, SESSION_MS, "consumer", [("range", b"x")]
         )
         group.add(old)
-        gc.groups["g"] = group
-        gc._schedule_heartbeat(group, old)
+        gc.groups["g"] = group  # a stable group, as loaded from its partition
+        assert gc.heartbeat("g", "old", "instance-1", 1) == ErrorCode.none
 
         timer.advance(5000)  # the member restarts and rejoins with its instance id
         joined = await gc.join_group(
