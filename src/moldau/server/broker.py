@@ -529,7 +529,9 @@ class Broker:
     async def handle_control_request(self, request: ControlRequest) -> ControlResponse:
         if isinstance(request, LeaderAndIsrRequest):
             await self.config_manager.ensure_loaded({s.topic for s in request.partition_states})
-            return self.replica_manager.become_leader_or_follower(request)
+            led = self.replica_manager.become_leader_or_follower(request)
+            self.metadata_cache.apply_leadership(list(request.partition_states))
+            return led
         if isinstance(request, StopReplicaRequest):
             response = self.replica_manager.stop_replicas(request)
             for s in request.partition_states:
