@@ -75,7 +75,7 @@ def test_controlled_shutdown_moves_leaders_before_the_broker_stops(
 ) -> None:
     """SIGTERM on a leader under acks=all load: the controller moves its leaderships
     first, so the producer's longest wait for an acknowledgement is a metadata
-    refresh, not a session timeout; nothing acknowledged is lost."""
+    refresh or two, not a session timeout; nothing acknowledged is lost."""
     with Cluster(tmp_path, brokers=3) as cluster:
         # A broker that is not the controller: its request goes over the wire.
         controller = cluster.wait_for_controller()
@@ -133,7 +133,11 @@ def test_controlled_shutdown_moves_leaders_before_the_broker_stops(
             f"broker exited {exited:.2f} s after SIGTERM; longest wait between acks {longest:.3f} s"
         )
         assert exited < 5
-        assert longest < 1.0
+        # A failover by session expiry would take zookeeper.session.timeout.ms (18 s).
+        # librdkafka re-queries a leader at most once a second, and may drop a fresh
+        # one when it decommissions the departed broker ("Reverting from preferred
+        # replica" in its debug log), which costs one more re-query: up to 2 s.
+        assert longest < 3.0
         # Its leaderships had moved before it stopped serving (with the setting off,
         # the failover comes from its ZooKeeper session closing instead).
         log = cluster.brokers[victim].log_path.read_text()
