@@ -1,6 +1,7 @@
 """Stop the broker (SIGTERM) or kill it (kill -9), start it again: every
 acknowledged record is there, in order, at the same offset; a torn tail is cut,
-never served."""
+never served; a topic deleted and created again under its name inherits nothing of
+the old one."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient
 
 from moldau.protocol.records import build_batch
-from moldau.testing.process import BrokerProcess
+from moldau.storage.checkpoint import OffsetCheckpointFile
+from moldau.storage.partition_name import TopicPartition
+from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration.clients import confluent_consume, confluent_produce, create_topic
 
 pytestmark = pytest.mark.integration
@@ -136,3 +140,49 @@ def test_data_dir_layout_is_kafkas(fresh_broker: BrokerProcess, topic_name: str)
     top = {p.name for p in b.data_dir.iterdir()}
     assert {"meta.properties", "recovery-point-offset-checkpoint", "replication-offset-checkpoint",
             "log-start-offset-checkpoint", ".kafka_cleanshutdown"} <= top  # fmt: skip
+
+
+def test_a_recreated_topic_inherits_nothing_of_the_deleted_one(
+    fresh_broker: BrokerProcess, topic_name: str
+) -> None:
+    # The first topic's retention moves its log start past 100; a clean stop
+    # checkpoints that. The topic is deleted, created again under the same name,
+    # written to, and the broker killed before any periodic checkpoint: the new
+    # log must not take the old one's log start (its records would all be hidden,
+    # then deleted by retention).
+    b = fresh_broker
+    b.overrides["log.retention.check.interval.ms"] = "200"
+    b.start()
+    create_topic(b.bootstrap, topic_name, **{"segment.bytes": "1024", "retention.bytes": "1024"})
+    old = [(None, b"old-%03d" % i, []) for i in range(400)]
+    confluent_produce(b.bootstrap, topic_name, old, **{"batch.num.messages": 10})
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "watch"})
+    try:
+        low = lambda: c.get_watermark_offsets(CTP(topic_name, 0), timeout=5)[0]  # noqa: E731
+        assert wait_for(lambda: low() > 100, 20)
+    finally:
+        c.close()
+    tp = TopicPartition(topic_name, 0)
+    starts = OffsetCheckpointFile(b.data_dir / "log-start-offset-checkpoint")
+    b.stop()
+    assert starts.read().get(tp, 0) > 100
+    b.overrides.clear()  # retention and checkpoints at Kafka's (slow) defaults
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.delete_topics([topic_name])[topic_name].result(30)
+
+    def created() -> bool:
+        try:
+            create_topic(b.bootstrap, topic_name)
+        except KafkaException as e:  # still being deleted
+            assert e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, e
+            return False
+        return True
+
+    assert wait_for(created, 30, interval=0.2)
+    new = [(None, b"new-%03d" % i, []) for i in range(50)]
+    assert confluent_produce(b.bootstrap, topic_name, new) == list(range(50))
+    b.kill()
+    b.start()
+    got = values(confluent_consume(b.bootstrap, topic_name, 50))
+    assert got == [(i, b"new-%03d" % i) for i in range(50)]

@@ -69,8 +69,8 @@ def test_only_the_latest_value_of_each_key_stays(tmp_path: Path, clock: FakeCloc
     assert len(log.segments) > 3
     active_before = log.active_segment
     active_size = active_before.size
-    assert dirty_ratio(log, 0, clock.milliseconds()) == 1.0
-    result = run(clean(log, 0, clock.milliseconds()))
+    assert dirty_ratio(log, 0, log.log_end_offset, clock.milliseconds()) == 1.0
+    result = run(clean(log, 0, log.log_end_offset, clock.milliseconds()))
     assert result is not None and result.records_removed > 0
     assert result.first_dirty_offset == log.active_segment.base_offset
     assert log.active_segment is active_before and active_before.size == active_size
@@ -83,7 +83,38 @@ def test_only_the_latest_value_of_each_key_stays(tmp_path: Path, clock: FakeCloc
     assert final == latest
     assert [o for o, _, _ in kept] == sorted(o for o, _, _ in kept)
     assert result.bytes_after < result.bytes_before
-    assert dirty_ratio(log, result.first_dirty_offset, clock.milliseconds()) == 0.0
+    assert (
+        dirty_ratio(log, result.first_dirty_offset, log.log_end_offset, clock.milliseconds()) == 0.0
+    )
+
+
+def test_nothing_at_or_above_the_high_watermark_is_cleaned(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # K=v1 is committed; K=v2 and the records after it are not (the followers have
+    # not fetched them). The cleaner must keep v1: v2 may yet be cut away by a new
+    # leader, and a consumer reads only up to the high watermark.
+    log = compacted_log(tmp_path, clock)
+    write(log, clock, b"K", b"v1")
+    hw = log.log_end_offset
+    write(log, clock, b"K", b"v2")
+    for i in range(40):
+        write(log, clock, b"filler-%d" % i, b"x" * 10)
+    assert len(log.segments) > 3
+    assert dirty_ratio(log, 0, hw, clock.milliseconds()) == 0.0
+    assert run(clean(log, 0, hw, clock.milliseconds())) is None
+    data = log.read(0, 1 << 20, hw, min_one_message=True)
+    assert [(r.key, r.value) for r in iter_records(data.records.read())] == [(b"K", b"v1")]
+
+    # The HW moves into the third segment: the two segments below it are cleaned,
+    # with only what lies below them in the key map; the rest is untouched.
+    third = log.segments[2]
+    hw = third.base_offset + 1
+    untouched = [(s, s.size) for s in log.segments[2:]]
+    result = run(clean(log, 0, hw, clock.milliseconds()))
+    assert result is not None and result.first_dirty_offset == third.base_offset
+    assert [(s, s.size) for s in log.segments[2:]] == untouched
+    assert [(k, v) for _, k, v in contents(log) if k == b"K"] == [(b"K", b"v2")]
 
 
 def test_tombstones_are_removed_only_after_delete_retention(
@@ -96,7 +127,7 @@ def test_tombstones_are_removed_only_after_delete_retention(
         write(log, clock, b"k%d" % i, None)
     for i in range(20):
         write(log, clock, b"other", b"%d" % i)
-    first = run(clean(log, 0, clock.milliseconds()))
+    first = run(clean(log, 0, log.log_end_offset, clock.milliseconds()))
     assert first is not None
     tombstones = [k for _, k, v in contents(log) if v is None]
     assert sorted(tombstones) == sorted(b"k%d" % i for i in range(10))
@@ -107,7 +138,7 @@ def test_tombstones_are_removed_only_after_delete_retention(
         os.utime(seg.log_path, (0, 0))
     for i in range(20):
         write(log, clock, b"more", b"%d" % i)
-    second = run(clean(log, first.first_dirty_offset, clock.milliseconds()))
+    second = run(clean(log, first.first_dirty_offset, log.log_end_offset, clock.milliseconds()))
     assert second is not None
     assert [k for _, k, v in contents(log) if v is None] == []
     assert b"k3" not in {k for _, k, _ in contents(log)}
@@ -162,7 +193,7 @@ def test_a_cleaner_write_that_fails_anywhere_loses_no_latest_value(
 
     probe, _ = build(tmp_path / "probe")
     with failing_os(monkeypatch) as fake:
-        assert run(clean(probe, 0, clock.milliseconds())) is not None
+        assert run(clean(probe, 0, probe.log_end_offset, clock.milliseconds())) is not None
     writes = len(fake.calls)
     assert writes > 10
     for n in range(writes):
@@ -173,7 +204,7 @@ def test_a_cleaner_write_that_fails_anywhere_loses_no_latest_value(
             failing_os(monkeypatch, fail_at=n) as fake,
             pytest.raises((OSError, KafkaStorageError)),
         ):
-            run(clean(log, 0, clock.milliseconds()))
+            run(clean(log, 0, log.log_end_offset, clock.milliseconds()))
         log.close_handlers()
         reopened = Log.open(
             log.dir, TP, log.config, clock, had_clean_shutdown=False, failure_channel=channel
@@ -201,7 +232,7 @@ def test_a_log_deleted_while_the_cleaner_works_on_it_is_not_a_disk_failure(
     log = manager.get_or_create_log(TP, config)
     for i in range(40):
         write(log, clock, b"k%d" % (i % 4), b"v%d" % i)
-    steps = clean(log, 0, clock.milliseconds())
+    steps = clean(log, 0, log.log_end_offset, clock.milliseconds())
     next(steps)
     manager.delete_log(TP)
     with pytest.raises(KafkaError):

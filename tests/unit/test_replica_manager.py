@@ -1,11 +1,13 @@
 """ReplicaManager when a log directory fails (Kafka's handleLogDirFailure): its
 partitions answer KAFKA_STORAGE_ERROR, waiting requests answer at once, the other
 directory's partitions keep serving, and a LeaderAndIsr for a partition whose log
-was there is refused rather than given a new empty log elsewhere."""
+was there is refused rather than given a new empty log elsewhere. And a log is
+known by its topic id: one of a deleted topic is never served as a new topic's."""
 
 from __future__ import annotations
 
 import errno
+import uuid
 from pathlib import Path
 
 from moldau.clock import FakeClock
@@ -23,12 +25,19 @@ from moldau.storage.partition_name import TopicPartition
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
 
-def leader_and_isr(*tps: TopicPartition, is_new: bool = True) -> LeaderAndIsrRequest:
+def leader_and_isr(
+    *tps: TopicPartition,
+    is_new: bool = True,
+    leader_epoch: int = 0,
+    topic_ids: dict[str, uuid.UUID] | None = None,
+) -> LeaderAndIsrRequest:
     states = tuple(
-        LeaderAndIsrPartitionState(tp.topic, tp.partition, 1, 1, 0, (1,), 0, (1,), is_new=is_new)
+        LeaderAndIsrPartitionState(
+            tp.topic, tp.partition, 1, 1, leader_epoch, (1,), 0, (1,), is_new=is_new
+        )
         for tp in tps
     )
-    return LeaderAndIsrRequest(0, 1, 1, states, {}, ())
+    return LeaderAndIsrRequest(0, 1, 1, states, topic_ids or {}, ())
 
 
 def produce(rm: ReplicaManager, tp: TopicPartition) -> ProducePartitionResponse:
@@ -80,4 +89,47 @@ def test_a_failed_directory_takes_only_its_partitions_offline(tmp_path: Path) ->
         (healthy.topic, healthy.partition): ErrorCode.none,
     }
     assert set(logs.logs) == {healthy}
+    logs.shutdown()
+
+
+def test_a_log_of_a_deleted_topic_of_the_same_name_is_set_aside(tmp_path: Path) -> None:
+    # Topic "a" (id OLD) led in epoch 5 has records; its StopReplica never came. The
+    # controller now names this broker leader of a new topic "a" (id NEW, epoch 0).
+    old, new = uuid.uuid4(), uuid.uuid4()
+    clock = FakeClock()
+
+    def start() -> tuple[LogManager, ReplicaManager]:
+        logs = LogManager([tmp_path], clock, 1)
+        logs.startup(lambda _: LogConfig(), "cluster")
+        rm = ReplicaManager(1, logs, clock, ManualTimer(clock), lambda _: LogConfig())
+        rm.startup()
+        return logs, rm
+
+    def leads(rm: ReplicaManager, topic_id: uuid.UUID, epoch: int) -> list[ErrorCode]:
+        request = leader_and_isr(A0, leader_epoch=epoch, topic_ids={"a": topic_id})
+        return [e.error_code for e in rm.become_leader_or_follower(request).partition_errors]
+
+    def strays() -> list[Path]:
+        return [p for p in tmp_path.iterdir() if p.name.endswith("-stray")]
+
+    # While the broker runs: the new topic's epoch 0 is not taken for a stale one.
+    logs, rm = start()
+    assert leads(rm, old, 5) == [ErrorCode.none]
+    assert (tmp_path / "a-0" / "partition.metadata").read_text().startswith("version: 0\n")
+    assert [produce(rm, A0).base_offset for _ in range(3)] == [0, 1, 2]
+    assert leads(rm, new, 0) == [ErrorCode.none]
+    assert produce(rm, A0).base_offset == 0
+    assert logs.logs[A0].topic_id == new
+    assert len(strays()) == 1
+    logs.shutdown()
+
+    # After a restart, from what partition.metadata says: the old log is known as
+    # such, the new one as new.
+    logs, rm = start()
+    assert logs.logs[A0].topic_id == new
+    assert leads(rm, new, 0) == [ErrorCode.none]
+    assert produce(rm, A0).base_offset == 1
+    assert leads(rm, old, 7) == [ErrorCode.none]  # and back: the same rule
+    assert produce(rm, A0).base_offset == 0
+    assert len(strays()) == 2
     logs.shutdown()

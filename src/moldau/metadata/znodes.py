@@ -15,13 +15,13 @@ Kafka's ZooKeeper formats so that a reader who knows Kafka's znodes knows ours.
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.protocol.uuids import uuid_from_base64, uuid_to_base64
 from moldau.storage.partition_name import TopicPartition
 
 CLUSTER_ID = "/cluster/id"
@@ -111,14 +111,6 @@ def decode_cluster_id(data: bytes) -> str:
 def new_cluster_id() -> str:
     """22 characters of URL-safe base64 of a random UUID, as Kafka makes them."""
     return uuid_to_base64(uuid.uuid4())
-
-
-def uuid_to_base64(u: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def uuid_from_base64(s: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
 
 
 # -- brokers ------------------------------------------------------------------------------

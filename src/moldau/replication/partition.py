@@ -135,13 +135,17 @@ class Partition:
             raise NotLeaderOrFollowerError(f"no local log of {self.tp}")
         return self.log
 
-    def create_log_if_not_exists(self, hw_checkpoint: int | None, is_new: bool = True) -> Log:
+    def create_log_if_not_exists(
+        self, hw_checkpoint: int | None, is_new: bool = True, topic_id: UUID | None = None
+    ) -> Log:
         if self.log is None:
             self.log = self.log_manager.get_or_create_log(
-                self.tp, self.log_config(self.tp.topic), is_new
+                self.tp, self.log_config(self.tp.topic), is_new, topic_id
             )
             hw = hw_checkpoint if hw_checkpoint is not None else 0
             self.high_watermark = min(max(hw, self.log.log_start_offset), self.log.log_end_offset)
+        elif topic_id is not None and self.log.topic_id is None:
+            self.log.assign_topic_id(topic_id)
         return self.log
 
     # -- becoming leader -----------------------------------------------------------------
@@ -151,7 +155,7 @@ class Partition:
     ) -> bool:
         """Apply a LeaderAndIsr naming this broker leader. True if the leader epoch is
         new (this broker just became leader, or leads again in a new epoch)."""
-        lg = self.create_log_if_not_exists(hw_checkpoint, state.is_new)
+        lg = self.create_log_if_not_exists(hw_checkpoint, state.is_new, topic_id)
         if self._is_stale(state):
             return False
         is_new_epoch = state.leader_epoch > self.leader_epoch
@@ -198,7 +202,7 @@ class Partition:
     ) -> bool:
         """Apply a LeaderAndIsr naming another broker leader. True if the leader or
         epoch changed (the follower must then fetch from the new leader)."""
-        self.create_log_if_not_exists(hw_checkpoint, state.is_new)
+        self.create_log_if_not_exists(hw_checkpoint, state.is_new, topic_id)
         if self._is_stale(state):
             return False
         changed = state.leader_epoch > self.leader_epoch or state.leader != self.leader_id

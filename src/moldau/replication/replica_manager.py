@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 from moldau.clock import Clock
 from moldau.protocol.control import (
@@ -25,6 +26,7 @@ from moldau.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from moldau.protocol.produce import ProducePartitionResponse
+from moldau.protocol.uuids import ZERO_UUID
 from moldau.replication.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from moldau.replication.fetcher import (
     FetchClient,
@@ -295,7 +297,17 @@ class ReplicaManager:
                 log.warning("%s is in an offline log directory: not becoming its replica", tp)
                 errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error))
                 continue
+            topic_id = request.topic_ids.get(tp.topic)
+            if topic_id == ZERO_UUID:
+                topic_id = None  # a topic made before topic ids: nothing to compare
             partition = self.partitions.get(tp)
+            if partition is not None and _of_another_topic(partition, topic_id):
+                # The partition of a deleted topic of the same name, whose StopReplica
+                # never came: forget it (its log is set aside as a stray below), or
+                # its leader epochs would make the new topic's look stale.
+                log.warning("%s: held for topic id %s, now %s", tp, partition.topic_id, topic_id)
+                self._forget_partition(tp, partition)
+                partition = None
             if partition is None:
                 partition = Partition(
                     tp, self.broker_id, self.log_manager, self.log_config, self.clock,
@@ -308,7 +320,6 @@ class ReplicaManager:
                     PartitionError(tp.topic, tp.partition, ErrorCode.stale_controller_epoch)
                 )
                 continue
-            topic_id = request.topic_ids.get(tp.topic)
             was_leader = partition.is_leader
             try:
                 if state.leader == self.broker_id:
@@ -338,6 +349,14 @@ class ReplicaManager:
         # the broker has partitions (and an fsync on the event loop).
         return LeaderAndIsrResponse(ErrorCode.none, tuple(errors))
 
+    def _forget_partition(self, tp: TopicPartition, partition: Partition) -> None:
+        self.partitions.pop(tp, None)
+        self._hw_checkpoints.pop(tp, None)
+        if partition.is_leader:
+            self._leadership_changed(tp, False)
+        partition.stop()
+        self._stop_fetching(tp)
+
     def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
         if request.controller_epoch < self.controller_epoch:
             return StopReplicaResponse(ErrorCode.stale_controller_epoch)
@@ -350,12 +369,8 @@ class ReplicaManager:
                 continue
             partition = self.partitions.get(tp)
             if state.delete_partition:
-                self.partitions.pop(tp, None)
                 if partition is not None:
-                    if partition.is_leader:
-                        self._leadership_changed(tp, False)
-                    partition.stop()
-                    self._stop_fetching(tp)
+                    self._forget_partition(tp, partition)
                 self._hw_checkpoints.pop(tp, None)
                 try:
                     self.log_manager.delete_log(tp)
@@ -550,3 +565,10 @@ class ReplicaManager:
             return lg.read(p.fetch_offset, p.max_bytes, end, True).size
         except KafkaError:
             return -1  # its directory failed, or it was deleted: answer now
+
+
+def _of_another_topic(partition: Partition, topic_id: UUID | None) -> bool:
+    """Is `partition` (as this broker holds it) of another topic than `topic_id`?"""
+    held = partition.log.topic_id if partition.log is not None else None
+    held = held or partition.topic_id
+    return topic_id is not None and held is not None and held != topic_id

@@ -405,9 +405,12 @@ class Broker:
                     continue
                 now = self.clock.milliseconds()
                 first_dirty = manager.cleaner_checkpoints.get(tp, lg.log_start_offset)
-                if dirty_ratio(lg, first_dirty, now) < lg.config.min_cleanable_dirty_ratio:
+                # Only what is committed: until transactions, the last stable offset
+                # is the high watermark.
+                stable = self.replica_manager.high_watermark(tp)
+                if dirty_ratio(lg, first_dirty, stable, now) < lg.config.min_cleanable_dirty_ratio:
                     continue
-                steps = clean(lg, first_dirty, now)
+                steps = clean(lg, first_dirty, stable, now)
                 try:
                     while True:
                         next(steps)
@@ -534,6 +537,12 @@ class Broker:
             return led
         if isinstance(request, StopReplicaRequest):
             response = self.replica_manager.stop_replicas(request)
+            if any(s.delete_partition for s in request.partition_states):
+                # No checkpoint may name a deleted log once the deletion is answered: a
+                # topic created again under its name would inherit its log start, recovery
+                # point and HW after a crash (Kafka checkpoints at deletion too).
+                await self._checkpoint_offsets()
+                await self._checkpoint_hws()
             for s in request.partition_states:
                 if s.delete_partition and not any(
                     tp.topic == s.topic for tp in self.replica_manager.partitions

@@ -1,11 +1,17 @@
 """Log compaction (Kafka's LogCleaner) for topics with cleanup.policy=compact.
 
 One pass over a log: map each key to its latest offset in the dirty section (from
-the cleaner checkpoint to the active segment), then rewrite every segment below the
-active one keeping, per batch, only the records that are the latest for their key;
-tombstones (null values) also go once they are older than delete.retention.ms. The
-active segment is never touched. Each cleaned segment replaces its original with a
-crash-safe swap.
+the cleaner checkpoint to the first uncleanable offset), then rewrite every segment
+below that offset keeping, per batch, only the records that are the latest for their
+key; tombstones (null values) also go once they are older than delete.retention.ms.
+Each cleaned segment replaces its original with a crash-safe swap.
+
+Nothing at or above the last stable offset is cleaned, nor read into the key map:
+records there are not committed yet (a leader may be cut back to below them), and a
+committed value must not give way to a value that may never be. Nor is the active
+segment, nor any segment younger than min.compaction.lag.ms (Kafka's
+LogCleanerManager.cleanableOffsets). The bound is a segment's base offset, so every
+segment the cleaner rewrites lies wholly below it.
 
 The pass is a generator: it yields between batches so the broker can run other work
 (produce, fetch) while a large log is compacted; storage code stays free of asyncio.
@@ -34,10 +40,11 @@ class CleanResult:
     records_removed: int
 
 
-def cleanable_end(log: Log, now_ms: int) -> int:
-    """Offsets below this may be compacted: the active segment, and segments with
-    records younger than min.compaction.lag.ms, are left alone."""
-    end = log.active_segment.base_offset
+def first_uncleanable_offset(log: Log, last_stable_offset: int, now_ms: int) -> int:
+    """Offsets below this may be compacted (a segment's base offset): not the segment
+    holding `last_stable_offset` (at most the high watermark) nor any after it, not
+    the active segment, not segments with records younger than min.compaction.lag.ms."""
+    end = min(log.active_segment.base_offset, log.segment_base_for(last_stable_offset))
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for seg in log.segments[:-1]:
@@ -46,10 +53,10 @@ def cleanable_end(log: Log, now_ms: int) -> int:
     return end
 
 
-def dirty_ratio(log: Log, first_dirty: int, now_ms: int) -> float:
+def dirty_ratio(log: Log, first_dirty: int, last_stable_offset: int, now_ms: int) -> float:
     """Share of the cleanable bytes not yet compacted (what min.cleanable.dirty.ratio
     is compared with)."""
-    end = cleanable_end(log, now_ms)
+    end = first_uncleanable_offset(log, last_stable_offset, now_ms)
     total = dirty = 0
     for seg in log.segments:
         if seg.base_offset >= end:
@@ -60,13 +67,16 @@ def dirty_ratio(log: Log, first_dirty: int, now_ms: int) -> float:
     return dirty / total if total else 0.0
 
 
-def clean(log: Log, first_dirty: int, now_ms: int) -> Generator[None, None, CleanResult | None]:
-    """One compaction pass; returns None when there is nothing to clean."""
-    end = cleanable_end(log, now_ms)
+def clean(
+    log: Log, first_dirty: int, last_stable_offset: int, now_ms: int
+) -> Generator[None, None, CleanResult | None]:
+    """One compaction pass below `last_stable_offset` (the partition's high watermark
+    until transactions move it lower); returns None when there is nothing to clean."""
+    end = first_uncleanable_offset(log, last_stable_offset, now_ms)
     first_dirty = max(first_dirty, log.log_start_offset)
     if first_dirty >= end:
         return None
-    segments = [s for s in log.segments if s.base_offset < end and s is not log.active_segment]
+    segments = [s for s in log.segments if s.base_offset < end]
     # 1. The latest offset of every key in the dirty section.
     latest: dict[bytes, int] = {}
     count = 0

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 import crc32c
 
@@ -48,6 +49,7 @@ from moldau.protocol.wire import Buffer
 from moldau.storage.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
+from moldau.storage.partition_metadata import PARTITION_METADATA, read_topic_id, write_topic_id
 from moldau.storage.partition_name import TopicPartition
 from moldau.storage.producer_state import ProducerStateManager, snapshot_offsets
 from moldau.storage.segment import (
@@ -164,6 +166,11 @@ class Log:
         # A flush on a worker thread and closing the files never overlap.
         self._flush_lock = threading.Lock()
         self.tp = tp
+        # The id of the topic this log belongs to (partition.metadata); None until
+        # the first LeaderAndIsr names it.
+        self.topic_id: UUID | None = (
+            read_topic_id(directory) if PARTITION_METADATA in files else None
+        )
         self.config = config
         self.clock = clock
         self.segments = segments
@@ -307,6 +314,12 @@ class Log:
             opened.recovery_point = opened.log_end_offset
         return opened
 
+    def assign_topic_id(self, topic_id: UUID) -> None:
+        """Record the id of the topic this log belongs to (once: it never changes)."""
+        with self._io("topic id of"):
+            write_topic_id(self.dir, topic_id)
+        self.topic_id = topic_id
+
     @contextlib.contextmanager
     def _io(self, action: str) -> Iterator[None]:
         """Storage I/O of this log: refused while its directory is offline, and an
@@ -355,6 +368,10 @@ class Log:
             else:
                 hi = mid - 1
         return lo
+
+    def segment_base_for(self, offset: int) -> int:
+        """Base offset of the segment that holds (or would hold) `offset`."""
+        return self.segments[self._segment_for(offset)].base_offset
 
     def _remember_boundary(self, offset: int, segment: LogSegment, position: int) -> None:
         self._boundaries[offset] = (segment, position)

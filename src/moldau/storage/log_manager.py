@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from uuid import UUID
 
 from moldau.clock import Clock
 from moldau.protocol.errors import KafkaStorageError
@@ -50,6 +51,9 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
+# A log found to belong to another topic of the same name (a deleted one) is set
+# aside under this suffix, as Kafka does, for an operator to look at; never loaded.
+STRAY_DIR_SUFFIX = "-stray"
 # A clean shutdown of more logs than this syncs their file systems once (syncfs)
 # rather than each log's files.
 SYNC_FILESYSTEM_ABOVE_LOGS = 100
@@ -80,8 +84,9 @@ class LogManager:
         # Deleted logs: (when to remove, renamed directory, the retired log whose
         # files stay open until then, for reads already handed out).
         self._doomed_dirs: list[tuple[int, Path, Log]] = []
-        # Logs of offline directories: retired, their files closed at shutdown.
-        self._offline_logs: list[Log] = []
+        # Retired logs (of offline directories, or set aside as strays): their files
+        # are closed at shutdown.
+        self._retired_logs: list[Log] = []
 
     # -- start-up and shutdown ----------------------------------------------------------
 
@@ -268,7 +273,7 @@ class LogManager:
             for tp, lg in self.logs.items():
                 if not self.failure_channel.is_offline(self._dir_of[tp]):
                     lg.synced()
-        for lg in [*self.logs.values(), *self._offline_logs]:
+        for lg in [*self.logs.values(), *self._retired_logs]:
             lg.close_handlers()  # those that could not close cleanly
         self.checkpoint()
         for _, path, lg in self._doomed_dirs:
@@ -282,7 +287,7 @@ class LogManager:
     def halt(self) -> None:
         """Close every file as a killed process leaves them: no flush, checkpoint or
         clean marker, so the next start recovers (in-process clusters' kill)."""
-        for lg in [*self.logs.values(), *self._offline_logs]:
+        for lg in [*self.logs.values(), *self._retired_logs]:
             lg.close_handlers()
         for _, _, lg in self._doomed_dirs:
             lg.close_handlers()
@@ -296,12 +301,12 @@ class LogManager:
             lg = self.logs.pop(tp, None)
             if lg is not None:
                 lg.retire()
-                self._offline_logs.append(lg)
+                self._retired_logs.append(lg)
                 self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
             self.cleaner_checkpoints.pop(tp, None)
         for doomed in [d for d in self._doomed_dirs if d[1].parent == log_dir]:
             self._doomed_dirs.remove(doomed)
-            self._offline_logs.append(doomed[2])
+            self._retired_logs.append(doomed[2])
         if gone:
             log.error("stopped serving %d partitions in offline log dir %s", len(gone), log_dir)
         return gone
@@ -311,12 +316,29 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig, is_new: bool = True) -> Log:
-        """The log of `tp`, created if missing. A partition that is not new may have
+    def get_or_create_log(
+        self,
+        tp: TopicPartition,
+        config: LogConfig,
+        is_new: bool = True,
+        topic_id: UUID | None = None,
+    ) -> Log:
+        """The log of `tp` in topic `topic_id`, created if missing. A log that names
+        another topic id belongs to a deleted topic of the same name: it is set aside
+        (renamed -stray) and a new log made. A partition that is not new may have
         its log in an offline directory: it is not created afresh elsewhere (Kafka)."""
         existing = self.logs.get(tp)
         if existing is not None:
-            return existing
+            if topic_id is None or existing.topic_id in (None, topic_id):
+                if topic_id is not None and existing.topic_id is None:
+                    existing.assign_topic_id(topic_id)
+                return existing
+            self._set_aside(tp, STRAY_DIR_SUFFIX)
+            log.warning(
+                "%s: the log in %s belongs to topic id %s, not %s (a deleted topic of that"
+                " name): renamed -stray, starting a new log",
+                tp, existing.dir.parent, existing.topic_id, topic_id,
+            )  # fmt: skip
         offline = self.failure_channel.offline_dirs
         if not is_new and offline:
             raise KafkaStorageError(
@@ -332,6 +354,8 @@ class LogManager:
         self._unsynced_dirs.add(log_dir)
         self.logs[tp] = created
         self._dir_of[tp] = log_dir
+        if topic_id is not None:
+            created.assign_topic_id(topic_id)
         return created
 
     def sync_created_logs(self) -> None:
@@ -354,26 +378,37 @@ class LogManager:
 
     def delete_log(self, tp: TopicPartition) -> None:
         """Remove a partition's log: its directory is renamed at once (so a restart
-        never loads it again) and removed after file.delete.delay.ms."""
+        never loads it again) and removed after file.delete.delay.ms. The caller
+        writes the checkpoints next (`checkpoint`), so that none names it."""
+        found = self._set_aside(tp, DELETE_DIR_SUFFIX)
+        if found is not None:
+            lg, renamed = found
+            self._doomed_dirs.append(
+                (self.clock.milliseconds() + lg.config.file_delete_delay_ms, renamed, lg)
+            )
+
+    def _set_aside(self, tp: TopicPartition, suffix: str) -> tuple[Log, Path] | None:
+        """Stop serving a partition's log and rename its directory with `suffix`;
+        the log, retired, and where it now is (None if there was none)."""
         lg = self.logs.pop(tp, None)
         log_dir = self._dir_of.pop(tp, None)
         if lg is None or log_dir is None:
-            return
+            return None
         self.cleaner_checkpoints.pop(tp, None)
         self.pending_flushes = [(x, o) for x, o in self.pending_flushes if x is not lg]
         # Retired, not closed: a fetch answer being sent from its files may finish.
         lg.retire()
-        doomed = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        renamed = log_dir / f"{tp.dir_name}.{uuid.uuid4().hex}{suffix}"
         try:
-            with self.io(log_dir, f"deleting the log of {tp}"):
-                os.replace(lg.dir, doomed)
+            with self.io(log_dir, f"renaming the log of {tp}"):
+                os.replace(lg.dir, renamed)
                 fsync_dir(log_dir)
         except KafkaStorageError:
-            self._offline_logs.append(lg)
+            self._retired_logs.append(lg)
             raise
-        self._doomed_dirs.append(
-            (self.clock.milliseconds() + lg.config.file_delete_delay_ms, doomed, lg)
-        )
+        if suffix != DELETE_DIR_SUFFIX:
+            self._retired_logs.append(lg)
+        return lg, renamed
 
     def _on_roll(self, lg: Log, offset: int) -> None:
         self.pending_flushes.append((lg, offset))

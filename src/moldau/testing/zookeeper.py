@@ -59,9 +59,12 @@ class ZooKeeperServer:
         data = self.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         config = self.directory / "zoo.cfg"
-        # A short tick lets tests use short session timeouts (min = 2 ticks).
+        # A short tick lets tests use short session timeouts (min = 2 ticks); the
+        # maximum is raised from 20 ticks so a test can also hold a session through
+        # a long pause (as Kafka's default of 18 s).
         config.write_text(
             f"tickTime={self.tick_time_ms}\n"
+            "maxSessionTimeout=60000\n"
             f"dataDir={data}\n"
             f"clientPort={self.port}\n"
             "clientPortAddress=127.0.0.1\n"
