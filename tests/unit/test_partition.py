@@ -188,6 +188,51 @@ def test_a_follower_that_catches_up_joins_and_counts_at_once(
     assert fetch(p, 3, new_leo, clock) and p.high_watermark == new_leo
 
 
+def test_a_caught_up_follower_outside_the_isr_joins_under_steady_load(
+    tmp_path: Path, clock: FakeClock, controller: Controller
+) -> None:
+    """Follower 3 fetches up to where the log ended at its previous fetch, as a
+    healthy follower under load does, while follower 2 keeps the HW at the log end.
+    The HW waits for 3 (it is caught up), so 3 reaches it and joins; without the
+    wait 3 would trail the HW by one produce for as long as the load lasts, and
+    acks=all would be answered by fewer replicas than there are."""
+    p = leader(tmp_path, clock, controller, isr=(1, 2))
+    clock.advance(2 * LAG_MS)
+    leo = append(p)
+    fetch(p, 2, leo, clock)
+    fetch(p, 3, 0, clock)  # far behind at first: not caught up, holds nothing back
+    leo = append(p)
+    fetch(p, 2, leo, clock)
+    assert p.high_watermark == leo
+    for _ in range(5):
+        previous_leo, leo = leo, append(p)
+        fetch(p, 2, leo, clock)
+        fetch(p, 3, previous_leo, clock)
+        clock.advance(100)
+        if controller.proposals:
+            break
+    [(item, _)] = controller.proposals
+    assert item.new_isr == (1, 2, 3)
+    assert p.high_watermark == previous_leo < leo
+
+
+def test_a_follower_of_a_dead_broker_outside_the_isr_does_not_hold_the_hw(
+    tmp_path: Path, clock: FakeClock, controller: Controller
+) -> None:
+    p = leader(tmp_path, clock, controller, isr=(1, 2))
+    p.is_broker_alive = lambda broker_id: broker_id != 3
+    clock.advance(2 * LAG_MS)
+    leo = append(p)
+    fetch(p, 2, leo, clock)
+    fetch(p, 3, 0, clock)
+    for _ in range(3):
+        previous_leo, leo = p.high_watermark, append(p)
+        fetch(p, 3, previous_leo, clock)
+        fetch(p, 2, leo, clock)
+        assert p.high_watermark == leo
+    assert controller.proposals == []
+
+
 def test_a_follower_joins_only_with_everything_from_before_this_leader_epoch(
     tmp_path: Path, clock: FakeClock, controller: Controller
 ) -> None:

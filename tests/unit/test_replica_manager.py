@@ -133,3 +133,27 @@ def test_a_log_of_a_deleted_topic_of_the_same_name_is_set_aside(tmp_path: Path) 
     assert produce(rm, A0).base_offset == 0
     assert len(strays()) == 2
     logs.shutdown()
+
+
+def test_waiting_acks_all_produces_answer_when_a_leader_and_isr_meets_a_failed_dir(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    logs = LogManager([tmp_path], clock, 1)
+    logs.startup(lambda _: LogConfig(), "cluster")
+    rm = ReplicaManager(1, logs, clock, ManualTimer(clock), lambda _: LogConfig())
+    rm.startup()
+    state = LeaderAndIsrPartitionState("a", 0, 1, 1, 0, (1, 2), 0, (1, 2), is_new=True)
+    rm.become_leader_or_follower(LeaderAndIsrRequest(0, 1, 1, (state,), {}, ()))
+    answered: list[dict[TopicPartition, ProducePartitionResponse]] = []
+    batch = memoryview(build_batch([(b"k", b"v")]))
+    rm.append_records(-1, 30_000, {A0: batch}, answered.append)
+    assert answered == []  # waiting for broker 2
+    # The directory fails; before the broker has handled it, the controller's next
+    # LeaderAndIsr meets the failure.
+    logs.failure_channel.fail(tmp_path, "a test", OSError(errno.EIO, "Input/output error"))
+    later = LeaderAndIsrPartitionState("a", 0, 1, 1, 1, (1, 2), 1, (1, 2))
+    response = rm.become_leader_or_follower(LeaderAndIsrRequest(0, 1, 1, (later,), {}, ()))
+    assert [e.error_code for e in response.partition_errors] == [ErrorCode.kafka_storage_error]
+    [got] = answered
+    assert got[A0].error_code == ErrorCode.kafka_storage_error

@@ -147,6 +147,22 @@ def compute_crc(batch: Buffer) -> int:
 def validate_batch(batch: Buffer) -> BatchHeader:
     """Check one v2 batch that arrived in a Produce request: size, magic, CRC32C,
     and header fields whose nonsense Kafka refuses. No record is decoded."""
+    h = validate_replicated_batch(batch)
+    if h.records_count <= 0:
+        raise InvalidRecordError("record batch has no records")
+    if h.records_count != h.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"record batch count {h.records_count} does not match "
+            f"lastOffsetDelta {h.last_offset_delta}"
+        )
+    return h
+
+
+def validate_replicated_batch(batch: Buffer) -> BatchHeader:
+    """Check one v2 batch a follower fetched from its leader: size, magic, CRC32C,
+    codec. Unlike a producer's, a batch the log cleaner rewrote holds fewer records
+    than its offsets span, or none (Kafka keeps an empty batch for a producer's last
+    sequence), so the count is only bounded by lastOffsetDelta + 1."""
     h = BatchHeader.parse(batch)
     if h.magic != MAGIC_V2:
         raise InvalidRecordError(f"record batch magic {h.magic} is not supported (only v2)")
@@ -156,11 +172,9 @@ def validate_batch(batch: Buffer) -> BatchHeader:
         )
     if h.crc != compute_crc(batch):
         raise CorruptMessageError("record batch CRC32C mismatch")
-    if h.last_offset_delta < 0 or h.records_count <= 0:
-        raise InvalidRecordError("record batch has no records")
-    if h.records_count != h.last_offset_delta + 1:
+    if h.last_offset_delta < 0 or not 0 <= h.records_count <= h.last_offset_delta + 1:
         raise InvalidRecordError(
-            f"record batch count {h.records_count} does not match "
+            f"record batch count {h.records_count} does not fit "
             f"lastOffsetDelta {h.last_offset_delta}"
         )
     if h.compression > Compression.ZSTD:

@@ -95,6 +95,7 @@ class Partition:
         replica_lag_time_max_ms: int = 30_000,
         alter_partition: AlterPartitionSender | None = None,
         isr_meters: IsrChangeMeters | None = None,
+        is_broker_alive: Callable[[int], bool] | None = None,
     ) -> None:
         self.tp = tp
         self.local_broker_id = local_broker_id
@@ -118,6 +119,9 @@ class Partition:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.alter_partition = alter_partition
         self.isr_meters = isr_meters if isr_meters is not None else IsrChangeMeters()
+        # Whether a follower may join the ISR (Kafka's isReplicaIsrEligible: in
+        # ZooKeeper mode, its broker is alive).
+        self.is_broker_alive = is_broker_alive or (lambda _: True)
         # Called when an ISR change the controller confirmed moved the HW.
         self.on_high_watermark_moved: Callable[[Partition], None] | None = None
 
@@ -219,11 +223,15 @@ class Partition:
     # -- high watermark ------------------------------------------------------------------
 
     def maybe_increment_leader_hw(self) -> bool:
-        """HW = min LEO over the maximal ISR (a follower being added counts at once).
-        It only moves forward; returns whether it moved."""
+        """HW = min LEO over the maximal ISR (a follower being added counts at once)
+        and over the followers outside it that are caught up and may join it: the HW
+        waits for them, or under a steady load it would always run ahead of them and
+        they could never join (Kafka's shouldWaitForReplicaToJoinIsr). It only moves
+        forward; returns whether it moved."""
         if self.log is None or not self.is_leader:
             return False
-        new_hw = self.log.log_end_offset
+        leo = self.log.log_end_offset
+        new_hw = leo
         maximal = self.isr_state.maximal_isr
         for r in maximal:
             if r == self.local_broker_id:
@@ -232,6 +240,15 @@ class Partition:
             if remote is None or remote.log_end_offset < 0:
                 return False  # not heard from since this epoch began
             new_hw = min(new_hw, remote.log_end_offset)
+        now = self.clock.monotonic_ms()
+        for r, remote in self.remote_replicas.items():
+            if (
+                r not in maximal
+                and 0 <= remote.log_end_offset < new_hw
+                and remote.is_caught_up(leo, now, self.replica_lag_time_max_ms)
+                and self.is_broker_alive(r)
+            ):
+                new_hw = remote.log_end_offset
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True
@@ -254,7 +271,8 @@ class Partition:
 
     def _maybe_expand_isr(self, remote: RemoteReplica) -> None:
         """A follower not in the ISR that has reached the HW, and everything from
-        before this leader's epoch, joins it (Kafka's maybeExpandIsr)."""
+        before this leader's epoch, joins it if its broker is alive (Kafka's
+        maybeExpandIsr)."""
         state = self.isr_state
         if (
             state.is_inflight
@@ -262,6 +280,7 @@ class Partition:
             or remote.broker_id in state.isr
             or remote.log_end_offset < self.high_watermark
             or remote.log_end_offset < self.leader_epoch_start_offset
+            or not self.is_broker_alive(remote.broker_id)
         ):
             return
         proposed = state.isr | {remote.broker_id}

@@ -105,8 +105,10 @@ class ReplicaManager:
         fetcher_config: FetcherConfig | None = None,
         topic_stats: BrokerTopicStats | None = None,
         quota_window: tuple[int, int] = (11, 1000),  # samples, ms each
+        is_broker_alive: Callable[[int], bool] | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.is_broker_alive = is_broker_alive
         self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
         self.isr_meters = IsrChangeMeters()
         # Replication throttles (KIP-73): what this broker sends as a leader, and
@@ -312,6 +314,7 @@ class ReplicaManager:
                 partition = Partition(
                     tp, self.broker_id, self.log_manager, self.log_config, self.clock,
                     self.replica_lag_time_max_ms, self.alter_partition, self.isr_meters,
+                    self.is_broker_alive,
                 )  # fmt: skip
                 partition.on_high_watermark_moved = self._on_high_watermark_moved
                 self.partitions[tp] = partition
@@ -336,6 +339,9 @@ class ReplicaManager:
                 self.offline_partitions.add(tp)
                 if was_leader:
                     self._leadership_changed(tp, False)
+                self._stop_fetching(tp)
+                # Produces waiting for acks=all answer now, not at their timeout.
+                self._complete_delayed(tp)
                 errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.kafka_storage_error))
                 continue
             errors.append(PartitionError(tp.topic, tp.partition, ErrorCode.none))

@@ -169,6 +169,7 @@ class Broker:
             self.fetch_client, fetcher_config, self.topic_stats,
             (config["replication.quota.window.num"],
              config["replication.quota.window.size.seconds"] * 1000),
+            lambda broker_id: broker_id in self.metadata_cache.brokers,
         )  # fmt: skip
         self.group_coordinator = GroupCoordinator(
             self.broker_id,

@@ -44,6 +44,7 @@ from moldau.protocol.records import (
     iter_records,
     recompress,
     validate_batch,
+    validate_replicated_batch,
 )
 from moldau.protocol.wire import Buffer
 from moldau.storage.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
@@ -433,7 +434,7 @@ class Log:
 
     def append_as_follower(self, batch: memoryview) -> LogAppendInfo:
         """Append a batch copied from the leader, offsets and epoch as they are."""
-        header = validate_batch(batch)
+        header = validate_replicated_batch(batch)
         if header.base_offset < self._leo:
             raise CorruptMessageError(
                 f"batch at {header.base_offset} is below the log end offset {self._leo}"
