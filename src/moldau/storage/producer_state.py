@@ -113,8 +113,11 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
-        """Record an appended batch (leader or follower)."""
+    def update(
+        self, header: BatchHeader, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> None:
+        """Record an appended batch (leader or follower); `max_timestamp`: its
+        maxTimestamp as written, which a retry of it is answered with."""
         if header.producer_id >= 0:
             entry = self.producers.get(header.producer_id)
             if entry is None or header.producer_epoch > entry.epoch:
@@ -126,17 +129,17 @@ class ProducerStateManager:
                     last_sequence(header),
                     first_offset,
                     last_offset,
-                    header.max_timestamp,
+                    max_timestamp,
                 )
             )
-            entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+            entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
         self.map_end_offset = last_offset + 1
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         for h in headers:
             if h.last_offset < self.map_end_offset:
                 continue
-            self.update(h, h.base_offset, h.last_offset)
+            self.update(h, h.base_offset, h.last_offset, h.max_timestamp)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         for pid in [
