@@ -144,9 +144,12 @@ def compute_crc(batch: Buffer) -> int:
     return int(crc32c.crc32c(memoryview(batch)[OFFSET_ATTRIBUTES:]))
 
 
-def validate_batch(batch: Buffer) -> BatchHeader:
+def validate_batch(batch: Buffer, *, from_leader: bool = False) -> BatchHeader:
     """Check one v2 batch that arrived in a Produce request: size, magic, CRC32C,
-    and header fields whose nonsense Kafka refuses. No record is decoded."""
+    and header fields whose nonsense Kafka refuses. No record is decoded.
+    `from_leader`: a batch a follower copies from its leader's log, where the log
+    cleaner may have left fewer records than its offsets span, or none (see
+    `empty_batch`)."""
     h = BatchHeader.parse(batch)
     if h.magic != MAGIC_V2:
         raise InvalidRecordError(f"record batch magic {h.magic} is not supported (only v2)")
@@ -156,9 +159,10 @@ def validate_batch(batch: Buffer) -> BatchHeader:
         )
     if h.crc != compute_crc(batch):
         raise CorruptMessageError("record batch CRC32C mismatch")
-    if h.last_offset_delta < 0 or h.records_count <= 0:
+    if h.last_offset_delta < 0 or h.records_count < 0 or (h.records_count == 0 and not from_leader):
         raise InvalidRecordError("record batch has no records")
-    if h.records_count != h.last_offset_delta + 1:
+    spanned = h.last_offset_delta + 1
+    if h.records_count > spanned or (h.records_count < spanned and not from_leader):
         raise InvalidRecordError(
             f"record batch count {h.records_count} does not match "
             f"lastOffsetDelta {h.last_offset_delta}"
@@ -392,6 +396,35 @@ def recompress(batch: Buffer, codec: Compression) -> bytes:
     attributes = (h.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
     struct.pack_into(">h", out, OFFSET_ATTRIBUTES, attributes)
     struct.pack_into(">iqq", out, 23, h.last_offset_delta, h.base_timestamp, h.max_timestamp)
+    struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
+    return bytes(out)
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """The batch's header with no records (Kafka's DefaultRecordBatch.writeEmptyHeader):
+    what the log cleaner keeps of a producer's last batch once every record in it is
+    superseded, so that a replica rebuilding producer state from the log still learns
+    the producer's epoch and last sequence. Offsets (base, lastOffsetDelta), leader
+    epoch, producer id, epoch and base sequence, maxTimestamp, the timestamp type and
+    the transactional and control bits stay; no codec, baseTimestamp -1, no records."""
+    attributes = header.attributes & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    out = bytearray(
+        _HEADER.pack(
+            header.base_offset,
+            HEADER_SIZE - LOG_OVERHEAD,
+            header.partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            attributes,
+            header.last_offset_delta,
+            NO_TIMESTAMP,
+            header.max_timestamp,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            0,
+        )
+    )
     struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
     return bytes(out)
 

@@ -440,7 +440,7 @@ class Log:
 
     def append_as_follower(self, batch: memoryview) -> LogAppendInfo:
         """Append a batch copied from the leader, offsets and epoch as they are."""
-        header = validate_batch(batch)
+        header = validate_batch(batch, from_leader=True)
         if header.base_offset < self._leo:
             raise CorruptMessageError(
                 f"batch at {header.base_offset} is below the log end offset {self._leo}"

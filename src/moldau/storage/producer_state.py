@@ -141,6 +141,11 @@ class ProducerStateManager:
                 continue
             self.update(h, h.base_offset, h.last_offset, h.max_timestamp)
 
+    def last_data_offsets(self) -> dict[int, int]:
+        """Each producer's last offset written (Kafka's lastRecordsOfActiveProducers):
+        the log cleaner keeps the batch that ends there."""
+        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
+
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         for pid in [
             p for p, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms
