@@ -12,7 +12,7 @@ import pytest
 
 from moldau.clock import FakeClock
 from moldau.protocol.errors import InvalidRecordError
-from moldau.protocol.records import Compression, build_batch, iter_records
+from moldau.protocol.records import BatchHeader, Compression, build_batch, iter_records
 from moldau.storage.cleaner import CleanResult, clean, dirty_ratio
 from moldau.storage.log import Log
 from moldau.storage.log_config import LogConfig
@@ -239,3 +239,69 @@ def test_a_log_deleted_while_the_cleaner_works_on_it_is_not_a_disk_failure(
         run(steps)
     assert manager.failure_channel.offline_dirs == []
     assert manager.live_log_dirs == [tmp_path.resolve()]
+
+
+def test_a_follower_copies_batches_the_cleaner_left_with_fewer_records(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A reassignment target, or a follower far behind, copies compacted segments:
+    batches with fewer records than their offsets span are appended as they are."""
+    leader = compacted_log(tmp_path / "leader", clock)
+    for i in range(30):
+        batch = build_batch(
+            [(b"k%d" % ((i + j) % 4), b"v%d-%d" % (i, j)) for j in range(3)],
+            timestamp=clock.milliseconds(),
+        )
+        leader.append_as_leader(memoryview(batch), 0)
+    assert run(clean(leader, 0, leader.log_end_offset, clock.milliseconds())) is not None
+    follower = compacted_log(tmp_path / "follower", clock)
+    for batch in leader.read_batches(0, leader.log_end_offset):
+        follower.append_as_follower(memoryview(batch))
+    assert follower.log_end_offset == leader.log_end_offset
+    assert contents(follower) == contents(leader)
+
+
+def test_a_producers_last_batch_keeps_its_header_when_every_record_in_it_is_superseded(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A replica that rebuilds producer state from the compacted log (here a
+    reassignment target copying it) knows the producer's last sequence as the
+    leader does: once it leads, it takes the producer's next batch (it answered
+    OUT_OF_ORDER_SEQUENCE_NUMBER when the cleaner had dropped that last batch) and
+    acknowledges a retry of the last one without writing it twice."""
+    pid = 42
+
+    def idempotent(records: list[tuple[bytes, bytes]], seq: int) -> memoryview:
+        batch = build_batch(
+            records, timestamp=clock.milliseconds(), compression=Compression.GZIP,
+            producer_id=pid, producer_epoch=3, base_sequence=seq,
+        )  # fmt: skip
+        return memoryview(batch)
+
+    leader = compacted_log(tmp_path / "leader", clock)
+    leader.append_as_leader(idempotent([(b"a", b"1")], 0), 0)
+    last = idempotent([(b"b", b"1"), (b"c", b"1")], 1)  # offsets 1-2, sequences 1-2
+    leader.append_as_leader(last, 0)
+    write(leader, clock, b"b", b"2")  # another client supersedes both of its records
+    write(leader, clock, b"c", b"2")
+    for i in range(30):
+        write(leader, clock, b"filler-%d" % i, b"x" * 10)
+    assert run(clean(leader, 0, leader.log_end_offset, clock.milliseconds())) is not None
+    assert [(o, k, v) for o, k, v in contents(leader) if k in (b"a", b"b", b"c")] == [
+        (0, b"a", b"1"), (3, b"b", b"2"), (4, b"c", b"2"),
+    ]  # fmt: skip
+    # The batch stays as its header alone, written as Kafka writes an empty batch.
+    kept = BatchHeader.parse(leader.read_batches(1, 2)[0])
+    assert (kept.base_offset, kept.last_offset_delta, kept.records_count) == (1, 1, 0)
+    assert (kept.producer_id, kept.producer_epoch, kept.base_sequence) == (pid, 3, 1)
+    assert (kept.compression, kept.base_timestamp) == (Compression.NONE, -1)
+    assert kept.max_timestamp == BatchHeader.parse(last).max_timestamp
+
+    target = compacted_log(tmp_path / "target", clock)
+    for batch in leader.read_batches(0, leader.log_end_offset):
+        target.append_as_follower(memoryview(batch))
+    end = target.log_end_offset
+    assert target.append_as_leader(idempotent([(b"d", b"1")], 3), 1).first_offset == end
+    retry = target.append_as_leader(last, 1)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (1, 2)
+    assert target.log_end_offset == end + 1

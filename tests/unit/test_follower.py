@@ -5,14 +5,12 @@ Fetch's last_fetched_epoch and diverging_epoch), not to the high watermark."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from moldau.clock import FakeClock
 from moldau.protocol.control import LeaderAndIsrPartitionState
 from moldau.protocol.records import build_batch, iter_records, split_batches
 from moldau.replication.partition import FetchIsolation, Partition
-from moldau.storage.cleaner import clean
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
@@ -108,29 +106,6 @@ def test_a_double_failover_does_not_leave_the_logs_diverged(tmp_path: Path) -> N
     sync(a, b)
     assert values(a) == values(b) == [(0, b"m0"), (1, b"m1"), (2, b"n2"), (3, b"n3")]
     assert a.log is not None and a.log.leader_epoch_cache.entries == [(0, 0), (1, 2)]
-
-
-def test_a_follower_copies_batches_the_leaders_cleaner_rewrote(tmp_path: Path) -> None:
-    """A compacted batch keeps its offsets but fewer records (k1's first value went):
-    a follower behind the cleaner appends it as it is, as Kafka's followers do."""
-    clock = FakeClock()
-    config = LogConfig(compact=True, delete=False, file_delete_delay_ms=0)
-    a = Partition(TP, 1, LogManager([tmp_path / "1"], clock, 1), lambda _: config, clock)
-    b = replica(tmp_path, 2, clock)
-    lead(a, 0)
-    follow(b, 1, 0)
-    batch = build_batch([(b"k1", b"old"), (b"k2", b"v"), (b"k1", b"new")])
-    a.append_records_to_leader(memoryview(batch), 1)
-    assert a.log is not None
-    a.log.roll()
-    steps = clean(a.log, 0, a.log.log_end_offset, clock.milliseconds())  # all committed
-    with contextlib.suppress(StopIteration):
-        while True:
-            next(steps)
-    assert values(a) == [(1, b"v"), (2, b"new")]
-    sync(b, a)
-    assert values(b) == values(a)
-    assert b.log is not None and b.log.log_end_offset == 3
 
 
 def test_a_follower_behind_the_leaders_log_start_starts_again_from_it(tmp_path: Path) -> None:

@@ -371,6 +371,31 @@ def test_a_retried_idempotent_batch_is_acknowledged_with_its_offsets_not_appende
     assert log.log_end_offset == 4
 
 
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_retried_batch_is_answered_with_the_time_of_its_first_append(
+    tmp_path: Path, clock: FakeClock, reopen: bool
+) -> None:
+    """On a LogAppendTime topic the retry gets the broker's time of the append that
+    wrote the batch, not the producer's timestamp nor -1, also once the producer
+    state comes back from a snapshot; on a CreateTime topic, -1 both times."""
+    log = open_log(tmp_path, clock, message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    first = log.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    assert first.log_append_time == clock.milliseconds()
+    clock.advance(5_000)
+    if reopen:
+        log.close()
+        log = open_log(tmp_path, clock, message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    retry = log.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    assert retry.duplicate and retry.first_offset == first.first_offset
+    assert retry.log_append_time == first.log_append_time
+
+    create_time = open_log(tmp_path / "create-time", clock)
+    first = create_time.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    clock.advance(5_000)
+    retry = create_time.append_as_leader(idempotent_batch(7, 0, 0), 0)
+    assert retry.duplicate and retry.log_append_time == first.log_append_time == -1
+
+
 def test_sequence_gaps_and_old_epochs_are_refused(tmp_path: Path, clock: FakeClock) -> None:
     from moldau.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
 

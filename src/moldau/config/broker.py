@@ -208,6 +208,17 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("transaction.state.log.replication.factor", T.SHORT, 3, I.LOW,
                   "Accepted, unused."),
         ConfigKey("transaction.state.log.min.isr", T.INT, 2, I.LOW, "Accepted, unused."),
+        ConfigKey("producer.id.expiration.ms", T.INT, 86_400_000, I.LOW,
+                  "The time in ms that a topic partition leader will wait before expiring "
+                  "producer IDs (measured from the timestamp of the producer's last batch). "
+                  "Note that producer IDs may expire sooner if the last write from the "
+                  "producer ID is deleted due to the topic's retention settings. Setting "
+                  "this value the same or higher than delivery.timeout.ms can help prevent "
+                  "expiration during retries and protect against message duplication.",
+                  at_least(1)),
+        ConfigKey("producer.id.expiration.check.interval.ms", T.INT, 600_000, I.LOW,
+                  "The interval at which to remove producer IDs that have expired due to "
+                  "producer.id.expiration.ms passing.", at_least(1)),
         ConfigKey("group.initial.rebalance.delay.ms", T.INT, 3000, I.MEDIUM,
                   "Delay of the first rebalance of a new group."),
         ConfigKey("group.min.session.timeout.ms", T.INT, 6000, I.MEDIUM,

@@ -410,6 +410,35 @@ def recompress(batch: Buffer, codec: Compression) -> bytes:
     return bytes(out)
 
 
+def empty_batch(header: BatchHeader) -> bytes:
+    """The batch's header with no records (Kafka's DefaultRecordBatch.writeEmptyHeader):
+    what the log cleaner keeps of a producer's last batch once every record in it is
+    superseded, so that a replica rebuilding producer state from the log still learns
+    the producer's epoch and last sequence. Offsets (base, lastOffsetDelta), leader
+    epoch, producer id, epoch and base sequence, maxTimestamp, the timestamp type and
+    the transactional and control bits stay; no codec, baseTimestamp -1, no records."""
+    attributes = header.attributes & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    out = bytearray(
+        _HEADER.pack(
+            header.base_offset,
+            HEADER_SIZE - LOG_OVERHEAD,
+            header.partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            attributes,
+            header.last_offset_delta,
+            NO_TIMESTAMP,
+            header.max_timestamp,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            0,
+        )
+    )
+    struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
+    return bytes(out)
+
+
 def rebuild_batch(batch: Buffer, keep: Sequence[Record]) -> bytes:
     """The batch with only `keep` of its records (as the log cleaner writes it): the
     header's offsets range, producer fields, codec and timestamp type stay; each

@@ -124,7 +124,10 @@ class Broker:
         self.cluster_id = ""
         self.epoch = -1
         self.failure_channel = LogDirFailureChannel()
-        self.log_manager = LogManager(config.log_dirs, clock, self.broker_id, self.failure_channel)
+        self.log_manager = LogManager(
+            config.log_dirs, clock, self.broker_id, self.failure_channel,
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+        )  # fmt: skip
         self.metadata_cache = MetadataCache(self.broker_id)
         self.config_manager = DynamicConfigManager(self.client, config, self.log_manager)
         self.dynamic_config = DynamicBrokerConfig(self.client, config)
@@ -376,6 +379,11 @@ class Broker:
             config["offsets.retention.check.interval.ms"],
             self.group_coordinator.expire_offsets,
         )
+        self._every(
+            "producer-expiration",
+            config["producer.id.expiration.check.interval.ms"],
+            self._remove_expired_producers,
+        )
 
     def _every(self, name: str, interval_ms: int, fn: Callable[[], Any]) -> None:
         async def loop() -> None:
@@ -520,6 +528,14 @@ class Broker:
     async def _checkpoint_hws(self) -> None:
         snapshot = self.replica_manager.high_watermarks_by_dir()
         await asyncio.to_thread(self.replica_manager.write_high_watermarks, snapshot)
+
+    def _remove_expired_producers(self) -> None:
+        expired = self.log_manager.remove_expired_producers()
+        if expired:
+            log.info(
+                "broker %d: %d producer ids idle for producer.id.expiration.ms expired",
+                self.broker_id, expired,
+            )  # fmt: skip
 
     def _delete_files(self) -> None:
         self.log_manager.delete_expired_files()

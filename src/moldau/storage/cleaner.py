@@ -6,6 +6,12 @@ below that offset keeping, per batch, only the records that are the latest for t
 key; tombstones (null values) also go once they are older than delete.retention.ms.
 Each cleaned segment replaces its original with a crash-safe swap.
 
+A producer's last batch is never dropped: when every record in it is superseded, its
+header stays with no records (Kafka's RETAIN_EMPTY), so that a replica that rebuilds
+producer state from the log (a reassignment target, a follower that starts again
+below the log start) knows the producer's last sequence as the leader does, and
+accepts its next batch when it becomes leader.
+
 Nothing at or above the last stable offset is cleaned, nor read into the key map:
 records there are not committed yet (a leader may be cut back to below them), and a
 committed value must not give way to a value that may never be. Nor is the active
@@ -22,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from moldau.protocol.records import BatchHeader, iter_records, rebuild_batch
+from moldau.protocol.records import BatchHeader, empty_batch, iter_records, rebuild_batch
 from moldau.storage.log import Log
 from moldau.storage.segment import LogSegment
 
@@ -77,6 +83,7 @@ def clean(
     if first_dirty >= end:
         return None
     segments = [s for s in log.segments if s.base_offset < end]
+    last_of_producer = log.producer_state.last_data_offsets()
     # 1. The latest offset of every key in the dirty section.
     latest: dict[bytes, int] = {}
     count = 0
@@ -103,6 +110,7 @@ def clean(
         drop_tombstones = seg.last_modified_ms() < horizon
         cleaned = log.new_cleaned_segment(seg.base_offset)
         for batch in _batches(seg):
+            header = BatchHeader.parse(batch)
             records = list(iter_records(batch))
             keep = [
                 r
@@ -111,10 +119,18 @@ def clean(
                 and not (drop_tombstones and r.value is None)
             ]
             removed += len(records) - len(keep)
+            data: bytes | None = None
             if keep:
                 data = bytes(batch) if len(keep) == len(records) else rebuild_batch(batch, keep)
-                h = BatchHeader.parse(data)
-                cleaned.append(h.last_offset, h.max_timestamp, h.last_offset, [data], len(data))
+            elif (
+                header.producer_id >= 0
+                and last_of_producer.get(header.producer_id) == header.last_offset
+            ):
+                data = empty_batch(header)
+            if data is not None:
+                cleaned.append(
+                    header.last_offset, header.max_timestamp, header.last_offset, [data], len(data)
+                )
             count += 1
             if count % _STEP == 0:
                 yield

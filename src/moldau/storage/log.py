@@ -408,10 +408,17 @@ class Log:
         if header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:
+                # Answered as the first append was: its offsets and, on a
+                # LogAppendTime topic, the broker's time it was written with.
+                log_append_time = (
+                    duplicate.timestamp
+                    if self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+                    else -1
+                )
                 return LogAppendInfo(
                     duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                    duplicate.last_offset, -1, self.log_start_offset, header.records_count,
-                    size, duplicate=True,
+                    duplicate.last_offset, log_append_time, self.log_start_offset,
+                    header.records_count, size, duplicate=True,
                 )  # fmt: skip
         now = self.clock.milliseconds()
         first = self._leo
@@ -481,7 +488,7 @@ class Log:
             raise self._storage_error(f"append to {self.tp}", e) from e
         self._leo = last + 1
         self._remember_boundary(self._leo, segment, position + size)
-        self.producer_state.update(header, first, last)
+        self.producer_state.update(header, first, last, max_ts)
         self._unflushed_messages += header.records_count
         if flush:
             self._flushed(last + 1)

@@ -1,9 +1,10 @@
 """LogManager: every partition log of a broker, across its log directories.
 
 It loads logs at start-up (recovering them if the last shutdown was not clean),
-creates and deletes them, applies retention, and writes the checkpoints. It runs
-no background task itself: the broker calls `cleanup_logs`, `flush_due_logs`,
-`checkpoint` and `delete_expired_files` on its own schedule.
+creates and deletes them, applies retention, expires idle producer ids, and writes
+the checkpoints. It runs no background task itself: the broker calls `cleanup_logs`,
+`flush_due_logs`, `checkpoint`, `delete_expired_files` and `remove_expired_producers`
+on its own schedule.
 
 An I/O error in a log directory takes that directory offline (see
 log_dir_failure.py): its logs are dropped by `handle_log_dir_failure` without another
@@ -38,6 +39,7 @@ from moldau.storage.log import Log, remove_log_dir
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +68,12 @@ class LogManager:
         clock: Clock,
         broker_id: int,
         failure_channel: LogDirFailureChannel | None = None,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self.clock = clock
         self.broker_id = broker_id
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -182,7 +186,7 @@ class LogManager:
 
         def open_log(tp: TopicPartition) -> Log:
             with self.io(log_dir, f"loading the log of {tp}"):
-                return Log.open(
+                opened = Log.open(
                     log_dir / tp.dir_name,
                     tp,
                     config_for(tp.topic),
@@ -193,6 +197,12 @@ class LogManager:
                     on_roll=self._on_roll,
                     failure_channel=self.failure_channel,
                 )
+            # Producers that expired while the broker was down are not kept (Kafka
+            # leaves them out of the snapshot it loads).
+            opened.producer_state.remove_expired_producers(
+                self.clock.milliseconds(), self.producer_id_expiration_ms
+            )
+            return opened
 
         if threads == 1 or len(partitions) < 2:
             loaded = []
@@ -423,6 +433,16 @@ class LogManager:
             with contextlib.suppress(KafkaStorageError):
                 deleted += lg.delete_old_segments(high_watermark(tp))
         return deleted
+
+    def remove_expired_producers(self) -> int:
+        """Forget, in every log, the producer ids whose last batch is
+        producer.id.expiration.ms old (Kafka's PeriodicProducerExpirationCheck, which
+        each log schedules for itself); returns how many."""
+        now = self.clock.milliseconds()
+        return sum(
+            lg.producer_state.remove_expired_producers(now, self.producer_id_expiration_ms)
+            for lg in list(self.logs.values())
+        )
 
     def delete_expired_files(self) -> None:
         now = self.clock.milliseconds()

@@ -9,6 +9,10 @@ batches. A leader append of a batch with a producer id is checked against it:
 Only batch headers are read. The state is snapshotted to `<offset>.snapshot` on roll
 and on close, and rebuilt after start-up from the latest snapshot plus the batch
 headers after it.
+
+A producer id idle for producer.id.expiration.ms (by the timestamp of its last batch
+as written, as Kafka) is forgotten: short-lived producers (every Java client is
+idempotent by default) would otherwise fill memory and every snapshot for ever.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from moldau.protocol.records import BatchHeader
 from moldau.storage.checkpoint import write_atomically
 
 BATCHES_TO_RETAIN = 5
+# Kafka's producer.id.expiration.ms default (1 day).
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
 SNAPSHOT_SUFFIX = ".snapshot"
 _MAGIC = b"MPSS"
 _VERSION = 1
@@ -58,6 +64,8 @@ class BatchMetadata:
 class ProducerStateEntry:
     producer_id: int
     epoch: int
+    # The maxTimestamp of its last batch as written (the broker's time on a
+    # LogAppendTime topic): what expiry measures idleness by.
     last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
 
@@ -82,6 +90,9 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         # The log offset up to which this state is complete.
         self.map_end_offset = 0
+        # Producers expired since the state was last loaded or snapshotted: the
+        # snapshot of map_end_offset on disk (if any) still holds them.
+        self._expired_since_snapshot = False
 
     # -- checks and updates --------------------------------------------------------------
 
@@ -113,8 +124,11 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
-        """Record an appended batch (leader or follower)."""
+    def update(
+        self, header: BatchHeader, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> None:
+        """Record an appended batch (leader or follower); `max_timestamp`: its
+        maxTimestamp as written, which a retry of it is answered with."""
         if header.producer_id >= 0:
             entry = self.producers.get(header.producer_id)
             if entry is None or header.producer_epoch > entry.epoch:
@@ -126,23 +140,34 @@ class ProducerStateManager:
                     last_sequence(header),
                     first_offset,
                     last_offset,
-                    header.max_timestamp,
+                    max_timestamp,
                 )
             )
-            entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+            entry.last_timestamp = max_timestamp
         self.map_end_offset = last_offset + 1
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         for h in headers:
             if h.last_offset < self.map_end_offset:
                 continue
-            self.update(h, h.base_offset, h.last_offset)
+            self.update(h, h.base_offset, h.last_offset, h.max_timestamp)
 
-    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
-        for pid in [
-            p for p, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms
-        ]:
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers whose last batch is `expiration_ms` old or older
+        (Kafka's test, >=); returns how many."""
+        expired = [
+            p for p, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
             del self.producers[pid]
+        if expired:
+            self._expired_since_snapshot = True
+        return len(expired)
+
+    def last_data_offsets(self) -> dict[int, int]:
+        """Each producer's last offset written (Kafka's lastRecordsOfActiveProducers):
+        the log cleaner keeps the batch that ends there."""
+        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -152,10 +177,12 @@ class ProducerStateManager:
     def take_snapshot(self, sync: bool = True) -> None:
         """Write the state as of map_end_offset, unless a snapshot of that offset is
         on disk already (as Kafka, which snapshots only past its last snapshot's
-        offset: a log closed twice without appends writes it once); without `sync`
-        the file is not forced to disk (the caller syncs the whole file system)."""
+        offset: a log closed twice without appends writes it once) and no producer
+        expired since (unlike Kafka, which would reread the expired ones at the next
+        start, filter them out and keep the large file); without `sync` the file is
+        not forced to disk (the caller syncs the whole file system)."""
         path = self.dir / snapshot_name(self.map_end_offset)
-        if path.exists():
+        if path.exists() and not self._expired_since_snapshot:
             return
         body = bytearray(_HEAD.pack(_MAGIC, _VERSION, len(self.producers)))
         for e in self.producers.values():
@@ -166,6 +193,7 @@ class ProducerStateManager:
                 )
         body += _CRC.pack(crc32c.crc32c(bytes(body)))
         write_atomically(path, bytes(body), sync)
+        self._expired_since_snapshot = False
 
     def load_latest_snapshot(self, max_offset: int, offsets: list[int] | None = None) -> None:
         """Start from the newest readable snapshot at or below `max_offset` (snapshots
@@ -173,6 +201,7 @@ class ProducerStateManager:
         `offsets`: those of the snapshots on disk, if the caller knows them."""
         self.producers = {}
         self.map_end_offset = 0
+        self._expired_since_snapshot = False
         if offsets is None:
             offsets = self.snapshot_offsets()
         for offset in reversed(offsets):
