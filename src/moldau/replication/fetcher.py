@@ -10,6 +10,15 @@ cuts its log to where the two agree (KIP-320/KIP-595 truncation through Fetch),
 never to its own high watermark. The follower appends batches as they come, offsets
 and epochs as the leader wrote them, without decoding records.
 
+Two states come before that, as in Kafka's AbstractFetcherThread: a partition whose
+log knows no epoch (its epoch checkpoint was unreadable, say) cuts its log to its
+high watermark before its first fetch, since the leader cannot check it; and one
+whose fetch is OFFSET_OUT_OF_RANGE asks the leader for its log end and start
+(ListOffsets) and cuts its log to fit (fetchOffsetAndTruncate). After a round in
+which any log was cut, the recovery points are checkpointed (on a worker thread)
+before the next fetch, so a checkpoint never names a recovery point above records
+appended after the cut (Kafka's LogManager.truncateTo).
+
 The network half is a FetchClient (server/), so this module stays free of sockets.
 """
 
@@ -24,12 +33,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from moldau.clock import Clock
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from moldau.replication.quota import ReplicationQuota
 from moldau.replication.topic_stats import BrokerTopicStats, TopicMeter
 from moldau.tasks import TaskOwner
 
 if TYPE_CHECKING:
     from moldau.replication.partition import Partition
+    from moldau.storage.log_manager import LogManager
     from moldau.storage.partition_name import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -78,6 +89,21 @@ class FetchClient(Protocol):
         partitions: Sequence[FollowerFetchPartition],
     ) -> list[FollowerFetchResult]: ...
 
+    async def list_offset(
+        self,
+        leader_id: int,
+        fetcher_id: int,
+        replica_id: int,
+        tp: TopicPartition,
+        current_leader_epoch: int,
+        timestamp: int,
+    ) -> int:
+        """The leader's offset for `timestamp` as ListOffsets answers a replica: its
+        log end for LATEST_TIMESTAMP, its log start for EARLIEST_TIMESTAMP (Kafka's
+        LeaderEndPoint.fetchLatestOffset / fetchEarliestOffset). An error code is
+        raised as its KafkaError."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FollowerSetup:
@@ -88,6 +114,7 @@ class FollowerSetup:
     lookup: Callable[[TopicPartition], Partition | None]  # this broker's partitions
     config: FetcherConfig
     clock: Clock
+    log_manager: LogManager  # checkpoints the recovery points after a truncation
     topic_stats: BrokerTopicStats | None = None
     quota: ReplicationQuota | None = None  # follower.replication.throttled.*
 
@@ -106,13 +133,21 @@ class ReplicaFetcher:
         self.clock = setup.clock
         self.topic_stats = setup.topic_stats
         self.quota = setup.quota
+        self.log_manager = setup.log_manager
         # partition -> the leader epoch it follows in (from LeaderAndIsr)
         self.partitions: dict[TopicPartition, int] = {}
         # partition -> monotonic ms before which it is not fetched (after an error)
         self._delayed_until: dict[TopicPartition, int] = {}
+        # Partitions not fetched yet in their leader epoch: if their log knows no
+        # epoch, it is cut to the HW first (Kafka's Truncating state).
+        self._truncating: set[TopicPartition] = set()
+        # A log was cut: the recovery points go to disk before the next fetch.
+        self._checkpoint_due = False
         self._changed = asyncio.Event()
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        if self.partitions.get(tp) != leader_epoch:  # same epoch: Kafka keeps its state
+            self._truncating.add(tp)
         self.partitions[tp] = leader_epoch
         self._delayed_until.pop(tp, None)
         self._changed.set()
@@ -120,9 +155,13 @@ class ReplicaFetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self._delayed_until.pop(tp, None)
+        self._truncating.discard(tp)
 
     async def run(self) -> None:
         while True:
+            self._truncate_to_high_watermark()
+            if self._checkpoint_due:
+                await self._checkpoint_recovery_points()
             wanted, held_back = self._fetchable()
             if not wanted:
                 self._changed.clear()
@@ -139,8 +178,13 @@ class ReplicaFetcher:
                     self.leader_id, self.fetcher_id, self.replica_id, self.config, wanted
                 )
                 asked = {p.tp: p for p in wanted}
+                out_of_range = []
                 for result in results:
-                    self._process(result, asked.get(result.tp))
+                    if self._process(result, asked.get(result.tp)):
+                        out_of_range.append(asked[result.tp])
+                # After the round: these wait for the leader's answers.
+                for fetched in out_of_range:
+                    await self._handle_out_of_range(fetched)
             except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
                 log.warning(
                     "broker %d: fetch from leader %d failed: %s; retrying in %d ms",
@@ -196,8 +240,46 @@ class ReplicaFetcher:
             )
         return out, held_back
 
-    def _process(self, result: FollowerFetchResult, asked: FollowerFetchPartition | None) -> None:
-        tp = result.tp
+    def _truncate_to_high_watermark(self) -> None:
+        """Before its first fetch in a leader epoch, a partition whose log knows no
+        epoch (an unreadable epoch checkpoint after a clean start) cuts its log to
+        its HW, as Kafka's truncateToHighWatermark: it would fetch with
+        last_fetched_epoch -1, and the leader could not tell it where its log left
+        the leader's. Records below the HW are on every ISR member."""
+        for tp in list(self._truncating):
+            p = self.lookup(tp)
+            if p is None or p.log is None or p.is_leader:
+                continue  # not followed from here (yet): looked at again next round
+            try:
+                if p.log.leader_epoch_cache.latest_epoch < 0:
+                    end = p.log.log_end_offset
+                    if p.truncate_to(p.high_watermark):
+                        self._checkpoint_due = True
+                        log.info(
+                            "broker %d: %s: no leader epochs: truncated from %d to the"
+                            " high watermark %d", self.replica_id, tp, end, p.high_watermark,
+                        )  # fmt: skip
+            except KafkaError as e:
+                log.warning("broker %d: %s: %s", self.replica_id, tp, e)
+                self._delay(tp)
+                continue
+            self._truncating.discard(tp)
+
+    async def _checkpoint_recovery_points(self) -> None:
+        """A cut log's recovery point went down with its log end: on disk it must too
+        before records are appended past the cut again, or a crash would trust the
+        unflushed ones below the old recovery point unchecked (Kafka's
+        LogManager.truncateTo checkpoints for the same reason). One checkpoint for
+        every log cut in a round, written on a worker thread."""
+        snapshot = self.log_manager.checkpoint_snapshot()
+        await asyncio.to_thread(self.log_manager.write_checkpoints, snapshot)
+        self._checkpoint_due = False
+
+    def _followed(
+        self, tp: TopicPartition, asked: FollowerFetchPartition | None
+    ) -> Partition | None:
+        """The partition `asked` was fetched for, if its state is still what the
+        request was built from (else an answer about it is stale)."""
         p = self.lookup(tp)
         if (
             asked is None
@@ -207,12 +289,25 @@ class ReplicaFetcher:
             or p.log is None
             or p.log.log_end_offset != asked.fetch_offset
         ):
-            return  # its state changed while the fetch was out: the answer is stale
+            return None
+        return p
+
+    def _delay(self, tp: TopicPartition) -> None:
+        self._delayed_until[tp] = self.clock.monotonic_ms() + self.config.backoff_ms
+
+    def _process(self, result: FollowerFetchResult, asked: FollowerFetchPartition | None) -> bool:
+        """Apply one partition's answer. True if it is OFFSET_OUT_OF_RANGE: that needs
+        the leader's offsets (`_handle_out_of_range`)."""
+        tp = result.tp
+        p = self._followed(tp, asked)
+        if p is None:
+            return False  # its state changed while the fetch was out: the answer is stale
         error = result.error_code
         try:
             if error == ErrorCode.none:
                 if result.diverging_epoch is not None:
-                    p.truncate_to_diverging_epoch(*result.diverging_epoch)
+                    if p.truncate_to_diverging_epoch(*result.diverging_epoch):
+                        self._checkpoint_due = True
                 else:
                     p.append_records_to_follower(
                         result.records, result.high_watermark, result.log_start_offset
@@ -227,12 +322,9 @@ class ReplicaFetcher:
                         and self.quota.is_throttled(tp.topic, tp.partition)
                     ):
                         self.quota.record(len(result.records))
-                return
+                return False
             if error == ErrorCode.offset_out_of_range:
-                # Our log end is beyond the leader's or below its start: start again
-                # where the leader's log starts (Kafka's handleOutOfRangeError).
-                p.restart_follower_log_at(result.log_start_offset)
-                return
+                return True
         except KafkaError as e:
             log.warning("broker %d: %s: %s", self.replica_id, tp, e)
         else:
@@ -242,7 +334,57 @@ class ReplicaFetcher:
                 "broker %d: fetching %s from %d: %s", self.replica_id, tp, self.leader_id,
                 ErrorCode(error).name,
             )  # fmt: skip
-        self._delayed_until[tp] = self.clock.monotonic_ms() + self.config.backoff_ms
+        self._delay(tp)
+        return False
+
+    async def _handle_out_of_range(self, fetched: FollowerFetchPartition) -> None:
+        """Our log end is outside the leader's log (Kafka's fetchOffsetAndTruncate):
+        past its end (after an unclean election, say), cut ours to it; before its
+        start (retention removed what we lack), start again, empty, at it. The
+        partition's state is checked again after each answer: it may have changed
+        while the leader was asked."""
+        tp, epoch = fetched.tp, fetched.current_leader_epoch
+        try:
+            leader_end = await self.client.list_offset(
+                self.leader_id, self.fetcher_id, self.replica_id, tp, epoch, LATEST_TIMESTAMP
+            )
+            p = self._followed(tp, fetched)
+            if p is None:
+                return
+            if leader_end < fetched.fetch_offset:
+                log.warning(
+                    "broker %d: %s: log end %d is past the leader's %d: truncating to it",
+                    self.replica_id, tp, fetched.fetch_offset, leader_end,
+                )  # fmt: skip
+                if p.truncate_to(leader_end):
+                    self._checkpoint_due = True
+                return
+            leader_start = await self.client.list_offset(
+                self.leader_id, self.fetcher_id, self.replica_id, tp, epoch, EARLIEST_TIMESTAMP
+            )
+            p = self._followed(tp, fetched)
+            if p is None:
+                return
+            if leader_start > fetched.fetch_offset:
+                log.warning(
+                    "broker %d: %s: log end %d is before the leader's log start %d:"
+                    " starting again at it", self.replica_id, tp, fetched.fetch_offset,
+                    leader_start,
+                )  # fmt: skip
+                p.truncate_fully_and_start_at(leader_start)
+                self._checkpoint_due = True
+                return
+        except (ConnectionError, OSError, TimeoutError, KafkaError) as e:
+            log.warning(
+                "broker %d: %s: cannot list the offsets of leader %d: %s",
+                self.replica_id, tp, self.leader_id, e,
+            )  # fmt: skip
+            self._delay(tp)
+            return
+        # Within the leader's log after all (it grew meanwhile): fetch again, as
+        # Kafka does, but after the backoff rather than at once, so that a leader
+        # that keeps answering OFFSET_OUT_OF_RANGE for it is not asked in a hot loop.
+        self._delay(tp)
 
 
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:

@@ -466,9 +466,10 @@ class Partition:
             lg.maybe_increment_log_start_offset(leader_log_start)
         self.high_watermark = max(0, min(leader_hw, lg.log_end_offset))
 
-    def truncate_to_diverging_epoch(self, epoch: int, end_offset: int) -> None:
+    def truncate_to_diverging_epoch(self, epoch: int, end_offset: int) -> bool:
         """The leader says our log leaves its own after `end_offset` in `epoch`: cut
-        ours to where both agree (Kafka's truncateOnFetchResponse)."""
+        ours to where both agree (Kafka's truncateOnFetchResponse). True if anything
+        was cut."""
         lg = self._local_log()
         if end_offset < 0:
             target = self.high_watermark  # the leader knows no epochs: all it can say
@@ -488,19 +489,21 @@ class Partition:
                 self.tp, lg.log_end_offset, target, epoch, end_offset,
             )  # fmt: skip
         # Even with nothing to cut: epochs this log names past `target` must go.
-        lg.truncate_to(target)
-        self.high_watermark = min(self.high_watermark, lg.log_end_offset)
+        return self.truncate_to(target)
 
-    def restart_follower_log_at(self, leader_log_start: int) -> None:
-        """OFFSET_OUT_OF_RANGE: our log end is outside the leader's log. Behind its
-        start, begin again from it; beyond its end, cut back (Kafka's
-        handleOutOfRangeError)."""
+    def truncate_to(self, offset: int) -> bool:
+        """A follower cuts its log at `offset` (Kafka's Partition.truncateTo); the HW
+        follows the log end down. True if anything was cut."""
         lg = self._local_log()
-        if leader_log_start > lg.log_end_offset:
-            lg.truncate_fully_and_start_at(leader_log_start)
-            self.high_watermark = leader_log_start
-        else:
-            lg.truncate_to(max(self.high_watermark, leader_log_start))
+        cut = lg.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, lg.log_end_offset)
+        return cut
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower whose log ends before the leader's starts: its records are all
+        stale, and it starts again, empty, at `offset` (the HW with it)."""
+        self._local_log().truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool

@@ -132,6 +132,7 @@ class ReplicaManager:
                     self.partitions.get,
                     config,
                     clock,
+                    log_manager,
                     self.topic_stats,
                     self.follower_quota,
                 )

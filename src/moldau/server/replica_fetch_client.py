@@ -1,7 +1,9 @@
 """The follower's Fetch requests on the wire (the FetchClient of replication/fetcher.py):
 Fetch v12 with `replica_id` set, to the leader's inter-broker listener, over one
 connection per fetcher and leader (the controller link's transport, which resolves
-endpoints and starts afresh after an error), each in an incremental fetch session."""
+endpoints and starts afresh after an error), each in an incremental fetch session;
+and the ListOffsets v7 a follower sends for the leader's log end or start after
+OFFSET_OUT_OF_RANGE, over the same connection (its fetcher has no fetch out then)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,23 @@ from datetime import timedelta
 
 from kio.schema.fetch.v12 import request as rq
 from kio.schema.fetch.v12 import response as rs
+from kio.schema.list_offsets.v7 import request as lrq
+from kio.schema.list_offsets.v7 import response as lrs
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import decode_response, encode_body
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, error_class
 from moldau.replication.fetch_session_handler import FetchSessionHandler
 from moldau.replication.fetcher import FetcherConfig, FollowerFetchPartition, FollowerFetchResult
 from moldau.server.control_client import NetworkTransport
 from moldau.storage.partition_name import TopicPartition
 
 VERSION = 12
+# Kafka's brokers of 3.x send v7 (MetadataVersion.listOffsetRequestVersion); flexible,
+# as the transport's request header v2 needs.
+LIST_OFFSETS_VERSION = 7
 # Top-level errors that only say the session is gone: fetch again, in full, at once.
 SESSION_ERRORS = (
     ErrorCode.fetch_session_id_not_found,
@@ -40,6 +47,12 @@ class NetworkFetchClient:
         for transport in self.transports.values():
             await transport.close()
 
+    def _transport(self, fetcher_id: int) -> NetworkTransport:
+        transport = self.transports.get(fetcher_id)
+        if transport is None:
+            transport = self.transports[fetcher_id] = self.new_transport()
+        return transport
+
     async def fetch(
         self,
         leader_id: int,
@@ -48,9 +61,7 @@ class NetworkFetchClient:
         config: FetcherConfig,
         partitions: Sequence[FollowerFetchPartition],
     ) -> list[FollowerFetchResult]:
-        transport = self.transports.get(fetcher_id)
-        if transport is None:
-            transport = self.transports[fetcher_id] = self.new_transport()
+        transport = self._transport(fetcher_id)
         session = self.sessions.setdefault((leader_id, fetcher_id), FetchSessionHandler())
         fetch = session.build(partitions)
         by_topic: dict[str, list[FollowerFetchPartition]] = {}
@@ -119,3 +130,43 @@ class NetworkFetchClient:
                     )
                 )
         return results
+
+    async def list_offset(
+        self,
+        leader_id: int,
+        fetcher_id: int,
+        replica_id: int,
+        tp: TopicPartition,
+        current_leader_epoch: int,
+        timestamp: int,
+    ) -> int:
+        request = lrq.ListOffsetsRequest(
+            replica_id=BrokerId(replica_id),
+            isolation_level=i8(0),
+            topics=(
+                lrq.ListOffsetsTopic(
+                    name=TopicName(tp.topic),
+                    partitions=(
+                        lrq.ListOffsetsPartition(
+                            partition_index=i32(tp.partition),
+                            current_leader_epoch=i32(current_leader_epoch),
+                            timestamp=i64(timestamp),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        body = await self._transport(fetcher_id).request(
+            leader_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, encode_body(request)
+        )
+        response = decode_response(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+        assert isinstance(response, lrs.ListOffsetsResponse)
+        for t in response.topics:
+            for d in t.partitions:
+                if t.name == tp.topic and d.partition_index == tp.partition:
+                    if d.error_code != ErrorCode.none:
+                        raise error_class(d.error_code)(
+                            f"ListOffsets of {tp} from broker {leader_id}"
+                        )
+                    return int(d.offset)
+        raise ConnectionError(f"broker {leader_id} answered ListOffsets without {tp}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -104,14 +105,31 @@ def _load_syncfs() -> Callable[[int], int] | None:
 _SYNCFS = _load_syncfs()
 
 
+# syncfs(2) reports write-back errors since Linux 5.8; before, it returns 0 even
+# when a page failed to reach the disk.
+SYNCFS_REPORTS_ERRORS_SINCE = (5, 8)
+
+
+def syncfs_reports_errors(kernel_release: str) -> bool:
+    """Whether syncfs on the Linux kernel of this release (os.uname().release, e.g.
+    "5.15.0-91-generic") reports write-back errors. An unreadable one: no."""
+    numbers = re.match(r"(\d+)\.(\d+)", kernel_release)
+    if numbers is None:
+        return False
+    return (int(numbers[1]), int(numbers[2])) >= SYNCFS_REPORTS_ERRORS_SINCE
+
+
 def can_sync_filesystem() -> bool:
-    return _SYNCFS is not None
+    """Whether `sync_filesystem` may stand in for an fsync of each file: syncfs
+    exists and reports a failed write-back (else the caller fsyncs every file, or a
+    lost write would pass for a clean shutdown)."""
+    return _SYNCFS is not None and syncfs_reports_errors(os.uname().release)
 
 
 def sync_filesystem(path: Path) -> None:
     """Force every write to the file system holding `path` to disk, data and
-    metadata (syncfs(2), which reports write-back errors since Linux 5.8): one call
-    where a clean shutdown of thousands of logs would fsync each of their files."""
+    metadata (syncfs(2)): one call where a clean shutdown of thousands of logs
+    would fsync each of their files. Only where `can_sync_filesystem`."""
     assert _SYNCFS is not None
     fd = os.open(path, os.O_RDONLY)
     try:

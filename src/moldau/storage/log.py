@@ -6,7 +6,12 @@ applies LogAppendTime when configured (patching maxTimestamp and the CRC), and
 writes the batch as parts with writev. No record is decoded.
 
 Threading contract: everything runs on the broker's event-loop thread, except
-`flush`, which may run on a worker thread.
+`flush`, which may run on a worker thread. A truncation on the event loop never
+waits for such a flush: the segments it cuts off are renamed `.deleted` and their
+files closed later, by `delete_expired_files` once no flush runs (as Kafka deletes
+them asynchronously), so a concurrent fsync never meets a closed descriptor; and the
+recovery point, which both move, is kept under a lock held only for bookkeeping,
+never across I/O (Kafka's log lock, for this much).
 """
 
 from __future__ import annotations
@@ -166,6 +171,13 @@ class Log:
         self.closed = False
         # A flush on a worker thread and closing the files never overlap.
         self._flush_lock = threading.Lock()
+        # The recovery point and `_flush_ceiling`: a flush's worker thread and a
+        # truncation on the event loop both move them. Never held across I/O.
+        self._lock = threading.Lock()
+        # While a flush runs: its target, lowered to the log end each truncation
+        # leaves meanwhile. Records appended after a truncation may have missed the
+        # fsync, so the flush may only claim what lies below every such cut.
+        self._flush_ceiling: int | None = None
         self.tp = tp
         # The id of the topic this log belongs to (partition.metadata); None until
         # the first LeaderAndIsr names it.
@@ -308,11 +320,13 @@ class Log:
                     opened.leader_epoch_cache.assign(
                         header.partition_leader_epoch, header.base_offset
                     )
-        # The recovery point moves past them below: their epochs go to disk now.
-        opened.leader_epoch_cache.flush()
+        # They stay in memory until the next flush or close writes them, as a new
+        # epoch's do: a crash before then re-reads their batches.
+        # min(checkpoint, log end), as Kafka's LogLoader, after a recovery too: the
+        # recovered records may be in the page cache only (the process died, not the
+        # machine), and a recovery point moved past them, then checkpointed, would
+        # skip them at the next start if an OS crash lost them meanwhile.
         opened.recovery_point = min(max(recovery_point, 0), opened.log_end_offset)
-        if not had_clean_shutdown:
-            opened.recovery_point = opened.log_end_offset
         return opened
 
     def assign_topic_id(self, topic_id: UUID) -> None:
@@ -777,15 +791,22 @@ class Log:
             del self._boundaries[off]
 
     def delete_expired_files(self, now_ms: int) -> None:
-        """Remove the files of deleted segments once file.delete.delay.ms has passed."""
-        with self._io("file deletion of"):
-            keep = []
-            for due, seg in self._pending_deletes:
-                if due <= now_ms:
-                    seg.delete_files()
-                else:
-                    keep.append((due, seg))
-            self._pending_deletes = keep
+        """Remove the files of deleted segments once file.delete.delay.ms has passed,
+        and no flush is under way (it may be fsyncing them: they wait for the next
+        call, rather than the event loop for the flush)."""
+        if not self._flush_lock.acquire(blocking=False):
+            return
+        try:
+            with self._io("file deletion of"):
+                keep = []
+                for due, seg in self._pending_deletes:
+                    if due <= now_ms:
+                        seg.delete_files()
+                    else:
+                        keep.append((due, seg))
+                self._pending_deletes = keep
+        finally:
+            self._flush_lock.release()
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
         with self._io("log start offset of"):
@@ -834,32 +855,36 @@ class Log:
 
     # -- truncation (replication) --------------------------------------------------------
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove everything at or after `offset` (at a batch boundary)."""
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at or after `offset` (at a batch boundary). True if
+        anything was cut (the log end moved back), as Kafka's truncateTo."""
         with self._io("truncation of"):
             if offset >= self._leo:
                 # Nothing to cut, but an epoch this broker started as leader and never
                 # wrote to may be there: it must go, or a fetch from the new leader
                 # would name it for ever (Kafka's truncateTo does the same).
                 self.leader_epoch_cache.truncate_from_end(self._leo)
-                return
+                return False
             if offset < self.segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
-                return
+                return True
             self._boundaries.clear()
+            cut = []
             while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
-                self.segments.pop().delete_files()
+                cut.append(self.segments.pop())
+            self._delete_later(cut)
             self.segments[-1].truncate_to(offset)
             self._leo = self.segments[-1].next_offset()
-            self.recovery_point = min(self.recovery_point, self._leo)
+            self._truncated()
             self.leader_epoch_cache.truncate_from_end(self._leo)
             self._rebuild_producer_state()
+            return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self._io("truncation of"):
             self._boundaries.clear()
-            for seg in self.segments:
-                seg.delete_files()
+            # Renamed first: the new segment may take the base offset of an old one.
+            self._delete_later(self.segments)
             self.segments = [
                 LogSegment(
                     self.dir,
@@ -871,25 +896,49 @@ class Log:
             ]
             self._leo = offset
             self.log_start_offset = offset
-            self.recovery_point = offset
+            self._truncated()
             self.leader_epoch_cache.clear()  # a history the leader does not share
             self.producer_state.delete_all_snapshots()
             self._rebuild_producer_state()
+
+    def _delete_later(self, segments: list[LogSegment]) -> None:
+        """Segments cut off by a truncation: renamed `.deleted` at once (a restart
+        never loads them), their files closed and removed by `delete_expired_files`
+        (Kafka's asynchronous delete): a flush on a worker thread may be fsyncing them."""
+        due = self.clock.milliseconds() + self.config.file_delete_delay_ms
+        for seg in segments:
+            seg.mark_deleted()
+            self._pending_deletes.append((due, seg))
+
+    def _truncated(self) -> None:
+        """The log end moved back: the recovery point may not stay above it (Kafka's
+        updateLogEndOffset), nor may a flush under way claim more than is left."""
+        with self._lock:
+            self.recovery_point = min(self.recovery_point, self._leo)
+            if self._flush_ceiling is not None:
+                self._flush_ceiling = min(self._flush_ceiling, self._leo)
 
     # -- durability ----------------------------------------------------------------------
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets below `up_to` (default: everything) and
-        move the recovery point there. Safe to call from a worker thread."""
-        target = self._leo if up_to is None else min(up_to, self._leo)
-        if target <= self.recovery_point and up_to is not None:
-            return
+        move the recovery point there, or to where a truncation meanwhile cut the
+        log, if lower. Safe to call from a worker thread."""
         with self._flush_lock:
             if self.closed:
                 return  # deleted or offline meanwhile: nothing to make durable
-            with self._io("flush of"):
-                self._fsync_segments(target)
-        self._flushed(target)
+            with self._lock:
+                target = self._leo if up_to is None else min(up_to, self._leo)
+                if target <= self.recovery_point and up_to is not None:
+                    return
+                self._flush_ceiling = target
+            try:
+                with self._io("flush of"):
+                    self._fsync_segments(target)
+            finally:
+                with self._lock:
+                    flushed, self._flush_ceiling = self._flush_ceiling, None
+            self._flushed(flushed)
 
     def _fsync_segments(self, target: int) -> None:
         for seg in list(self.segments):
@@ -903,7 +952,8 @@ class Log:
         self._flushed(self._leo)
 
     def _flushed(self, target: int) -> None:
-        self.recovery_point = max(self.recovery_point, target)
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, target)
         self._unflushed_messages = 0
         self.last_flush_ms = self.clock.milliseconds()
 

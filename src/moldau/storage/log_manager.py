@@ -262,12 +262,12 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean marker
-        (in the directories that are still online). With many logs, and where the
-        system can, files are written without an fsync each and every log
-        directory's file system is then synced at once: 10,000 logs would otherwise
-        cost 30,000 fsyncs. With few, each is fsynced: a file system sync also
-        waits for whatever else is writing to that disk. Runs on a worker thread
-        (the broker's own work has stopped)."""
+        (in the directories that are still online). With many logs, and where
+        syncfs reports write-back errors (Linux 5.8 and later), files are written
+        without an fsync each and every log directory's file system is then synced
+        at once: 10,000 logs would otherwise cost 30,000 fsyncs. With few, each is
+        fsynced: a file system sync also waits for whatever else is writing to that
+        disk. Runs on a worker thread (the broker's own work has stopped)."""
         at_once = can_sync_filesystem() and len(self.logs) > SYNC_FILESYSTEM_ABOVE_LOGS
         for lg in self.logs.values():
             try:
