@@ -8,6 +8,11 @@ order. Kafka reads nothing more from a connection until it answered; with Python
 slower replication rounds that let a pipelining producer's queue of small requests
 wait one round each, so a round now acknowledges every request appended before it.
 
+A request that closes its connection (malformed, or a failed acks=0 produce) does
+so once every answer owed before it is sent, handling nothing after it: Kafka
+reads nothing more from a connection until it answered, so its clients never lose
+an answer to a close (a producer would send again what was appended).
+
 Record data of a Fetch response is sent straight from the segment file with
 sendfile when it is large enough to pay for it; smaller slices are read with pread.
 A slice holds its segment's file open until it is sent (storage.segment.SegmentFile),
@@ -167,7 +172,7 @@ class Connection(asyncio.Protocol):
                 log.warning(
                     "closing connection from %s:%d: %s", self.client.host, self.client.port, e
                 )
-                self.close()
+                await self._close_when_answered()
                 return
             if isinstance(answer, asyncio.Future) or self._owed:
                 await self._owe(answer)
@@ -176,6 +181,16 @@ class Connection(asyncio.Protocol):
             # Sent or queued: let go of its file slices (they close deleted files).
             del answer
             self.last_active_ms = self.server.now_ms()
+
+    async def _close_when_answered(self) -> None:
+        """Close once the answers still owed are sent, handling nothing more."""
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        answerer = self._answerer
+        if answerer is not None and not answerer.done():
+            # It sends every owed answer, the last one whole, then ends.
+            await asyncio.wait([answerer])
+        self.close()
 
     async def _owe(self, answer: Answer) -> None:
         """Queue an answer behind those still owed; wait while too many are."""
