@@ -1,9 +1,10 @@
 """Injected storage I/O errors, for the unit tests of the failure path.
 
 `FailingOs` stands in for the `os` module of the storage code: it counts every call
-that can change a file (open for writing, write, writev, ftruncate, fsync, replace) and makes the
-chosen one fail as a full or broken disk does: a write first writes part of its bytes
-for real, then raises. Real files, a real error path: only the failure is chosen.
+that can change a file (open for writing, write, writev, ftruncate, fsync, replace), or
+only those named, and makes the chosen one fail as a full or broken disk does: a
+write first writes part of its bytes for real, then raises. Real files, a real error
+path: only the failure is chosen.
 """
 
 from __future__ import annotations
@@ -34,15 +35,22 @@ _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
 
 
 class FailingOs:
-    def __init__(self, fail_at: int | None = None, code: int = errno.ENOSPC, sticky: bool = False):
+    def __init__(
+        self,
+        fail_at: int | None = None,
+        code: int = errno.ENOSPC,
+        sticky: bool = False,
+        only: frozenset[str] = MUTATING,
+    ):
         self.fail_at = fail_at  # index of the call that fails; None: none fails
         self.code = code
         self.sticky = sticky  # every later call fails too (a disk that is gone)
+        self.only = only  # the calls counted (and failed): a subset of MUTATING
         self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(os, name)
-        if name not in MUTATING:
+        if name not in self.only:
             return real
 
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -53,6 +53,8 @@ def test_acknowledged_records_survive_random_faults(make_cluster: MakeCluster) -
             "replica.lag.time.max.ms": "3000",
             "log.cleaner.backoff.ms": "200",
             "controlled.shutdown.max.retries": "2",
+            # Writers must not bring a deleted topic back as a default one.
+            "auto.create.topics.enable": "false",
         },
     )
     faults = (

@@ -46,19 +46,28 @@ class WireClient:
         """Send a kio request; return the decoded kio response."""
         cls = type(request)
         v = cls.__version__ if version is None else version
+        self.send_raw(self.encode(request, v))
+        return self.read_response(cls.__api_key__, v)
+
+    def encode(self, request: Any, version: int | None = None) -> bytes:
+        """A kio request as a frame of the next correlation id (to pipeline several
+        requests with one send_raw)."""
+        cls = type(request)
+        v = cls.__version__ if version is None else version
         buf = io.BytesIO()
         entity_writer(cls)(buf, request)
-        self.send_raw(self.frame(cls.__api_key__, v, buf.getvalue()))
-        return self.read_response(cls.__api_key__, v)
+        return self.frame(cls.__api_key__, v, buf.getvalue())
 
     def read_frame(self) -> bytes:
         (size,) = struct.unpack(">i", self._read_exactly(4))
         return self._read_exactly(size)
 
-    def read_response(self, api_key: int, version: int) -> Any:
+    def read_response(self, api_key: int, version: int, correlation_id: int | None = None) -> Any:
+        """The next response, which must answer `correlation_id` (default: the
+        last request sent)."""
         data = self.read_frame()
-        (correlation_id,) = struct.unpack_from(">i", data, 0)
-        assert correlation_id == self.correlation_id
+        expected = self.correlation_id if correlation_id is None else correlation_id
+        assert struct.unpack_from(">i", data, 0)[0] == expected
         offset = 4
         if is_flexible(api_key, version) and api_key != 18:
             offset += 1  # empty tagged fields of response header v1

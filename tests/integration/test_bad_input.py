@@ -12,7 +12,8 @@ import pytest
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
-from moldau.testing.process import BrokerProcess
+from moldau.testing.local import LocalCluster
+from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration import requests as rq
 from tests.integration.clients import create_topic
 from tests.integration.kafka_wire import WireClient
@@ -214,3 +215,64 @@ def test_a_manual_assignment_on_an_unknown_broker_is_refused(
         assert r.topics[0].error_code == ErrorCode.invalid_replica_assignment
         md = c.request(rq.metadata(topic_name, auto_create=False))
         assert md.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_a_failed_acks_0_produce_closes_the_connection_after_the_answers_owed(
+    tmp_path: Path, topic_name: str
+) -> None:
+    """Kafka reads no request before it answered the last one, so a failed acks=0
+    produce pipelined behind an acks=all one (waiting for its follower) closes the
+    connection only once the acks=all answer is sent: the producer learns what
+    became of its records and does not send them again."""
+    with LocalCluster(tmp_path / "cluster", 2) as cluster:
+        leader = cluster.bootstrap_of(1)
+        with WireClient(leader) as c:
+            created = c.request(
+                rq.request(
+                    19,
+                    7,
+                    timeout=10_000,
+                    topics=[
+                        {
+                            "name": topic_name,
+                            "num_partitions": -1,
+                            "replication_factor": -1,
+                            "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
+                        }
+                    ],
+                )
+            )
+            assert created.topics[0].error_code == ErrorCode.none
+
+            def replicated() -> bool:
+                md = c.request(rq.metadata(topic_name, auto_create=False))
+                partitions = md.topics[0].partitions
+                return bool(partitions and sorted(partitions[0].isr_nodes) == [1, 2])
+
+            assert wait_for(replicated, 20)
+        # The follower hears nothing more: the acks=all produce waits out its timeout.
+        cluster.isolate(2)
+        with WireClient(leader) as c:
+            acks_all = rq.request(
+                0,
+                9,
+                acks=-1,
+                timeout=500,
+                topic_data=[
+                    {
+                        "name": topic_name,
+                        "partition_data": [{"index": 0, "records": build_batch([(None, b"a")])}],
+                    }
+                ],
+            )
+            # acks=0 to an internal topic: INVALID_TOPIC_EXCEPTION, so the broker
+            # closes the connection (the producer expects no answer to learn it from).
+            acks_0 = rq.produce("__consumer_offsets", 0, build_batch([(None, b"b")]), acks=0)
+            pipelined = c.encode(acks_all)
+            owed = c.correlation_id
+            c.send_raw(pipelined + c.encode(acks_0))
+            answer = c.read_response(0, 9, correlation_id=owed)
+            partition = answer.responses[0].partition_responses[0]
+            # Appended on the leader, not replicated in time (Kafka's answer too).
+            assert partition.error_code == ErrorCode.request_timed_out
+            assert c.is_closed_by_peer()

@@ -125,6 +125,42 @@ def test_a_change_the_disk_refuses_is_an_error_and_changes_nothing(
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("cut_fails_again", [False, True])
+def test_a_failed_append_that_cannot_be_cut_back_refuses_changes_until_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut_fails_again: bool
+) -> None:
+    """A full disk fails a journal append (half of it lands) and then the cut back
+    of that partial record. No change may be written behind it (the next start
+    would cut it off with the partial record): changes are refused while the cut
+    fails, and once it succeeds they are written, and kept."""
+    from moldau.metadata.store import StorePersistError
+    from tests.faults import failing_os
+
+    async def run() -> None:
+        s = EmbeddedTree(tmp_path).session()
+        await s.start()
+        await s.create("/a", b"1")
+        with failing_os(monkeypatch, fail_at=0, sticky=True), pytest.raises(StorePersistError):
+            await s.create("/failed", b"")
+        if cut_fails_again:
+            # Writes would succeed now, but the cut still fails: refused.
+            only_cuts = frozenset({"ftruncate"})
+            with (
+                failing_os(monkeypatch, fail_at=0, sticky=True, only=only_cuts),
+                pytest.raises(StorePersistError),
+            ):
+                await s.create("/refused", b"")
+            assert await s.exists("/refused") is None
+        await s.create("/b", b"2")  # acknowledged
+        reopened = EmbeddedTree(tmp_path).session()
+        await reopened.start()
+        assert [(await reopened.get(p))[0] for p in ("/a", "/b")] == [b"1", b"2"]
+        assert await reopened.exists("/failed") is None
+        assert await reopened.exists("/refused") is None
+
+    asyncio.run(run())
+
+
 def test_a_torn_journal_tail_is_cut_and_the_rest_kept(tmp_path: Path) -> None:
     async def run() -> None:
         s = EmbeddedTree(tmp_path).session()

@@ -1,7 +1,8 @@
 """A connection answers its requests in the order they came, even when some answers
 are known only later (acks=all produces waiting for their ISR): it goes on with the
-requests behind such an answer meanwhile, up to MAX_DEFERRED owed answers. Real
-sockets on loopback, a handler that stands in for KafkaApis."""
+requests behind such an answer meanwhile, up to MAX_DEFERRED owed answers. A request
+that closes the connection does so once those answers are sent. Real sockets on
+loopback, a handler that stands in for KafkaApis."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from moldau.protocol.fetch import Part
 from moldau.server import network
-from moldau.server.network import Answer, Connection, SocketServer
+from moldau.server.network import Answer, CloseConnection, Connection, SocketServer
 
 
 def frame(payload: bytes) -> bytes:
@@ -20,7 +21,8 @@ def frame(payload: bytes) -> bytes:
 
 
 class Handler:
-    """b"now:N" answers at once; b"later:N" answers when the test says so."""
+    """b"now:N" answers at once; b"later:N" answers when the test says so;
+    b"close:N" closes the connection (a failed acks=0 produce)."""
 
     def __init__(self) -> None:
         self.handled: list[bytes] = []
@@ -31,6 +33,8 @@ class Handler:
         self.handled.append(name)
         if kind == b"now":
             return [frame(name)]
+        if kind == b"close":
+            raise CloseConnection("acks=0 produce failed")
         future: asyncio.Future[list[Part]] = asyncio.get_running_loop().create_future()
         self.later[name] = future
         return future
@@ -106,6 +110,32 @@ def test_a_connection_owing_too_many_answers_handles_nothing_more(
             await until(lambda: len(handler.handled) == 3)
             handler.answer(b"b")
             assert [await read_answer(reader) for _ in range(3)] == [b"a", b"b", b"c"]
+        finally:
+            writer.close()
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_request_that_closes_the_connection_waits_for_the_answers_owed_before_it() -> None:
+    """Kafka reads no request before it answered the last, so a failed acks=0
+    produce behind an acks=all one closes the connection after that one's answer:
+    the producer learns its records were appended, and does not send them again."""
+
+    async def run() -> None:
+        handler = Handler()
+        server, reader, writer = await serve(handler)
+        try:
+            for payload in (b"later:a", b"now:b", b"close:c", b"now:d"):
+                writer.write(frame(payload))
+            await writer.drain()
+            await until(lambda: handler.handled[:3] == [b"a", b"b", b"c"])
+            handler.answer(b"a")
+            assert [await read_answer(reader) for _ in range(2)] == [b"a", b"b"]
+            # Then the connection is closed; what came after the closing request
+            # is never handled.
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            assert handler.handled == [b"a", b"b", b"c"]
         finally:
             writer.close()
             await server.stop()

@@ -5,7 +5,9 @@ change since, so a write costs one append and one fsync whatever the tree's size
 Each journal record is one committed change: the new image of every persistent node
 it touched (None for a node it removed), framed as length, CRC32C, JSON payload.
 Loading reads the snapshot and replays the records after it; a torn or corrupt
-tail (a crash mid-append) is cut off, since its change was never acknowledged.
+tail (a crash mid-append) is cut off, since its change was never acknowledged. An
+append that fails is cut off at once; while that cut fails too, no change is
+written (it would follow a partial record, and be cut off with it at the next load).
 Once the journal holds `snapshot_every` records the tree is written as a new
 snapshot and the journal starts again (a crash between the two is harmless:
 records the snapshot already holds are skipped by zxid)."""
@@ -57,7 +59,10 @@ class Journal:
         self.snapshot_every = snapshot_every
         self.records = 0  # in the journal since the last snapshot
         self._fd: int | None = None
-        self._size = 0
+        self._size = 0  # the end of the last whole record
+        # A failed append left bytes after `_size` that could not be cut yet: no
+        # record may be appended behind them (load would drop it with them).
+        self._torn = False
 
     @property
     def journal_path(self) -> Path:
@@ -100,19 +105,30 @@ class Journal:
 
     def append(self, zxid: int, root_seq: int, changed: dict[str, Image | None]) -> None:
         """Write and fsync one record. On failure the journal is cut back to where
-        it was (so the change is not replayed later) and the error raised."""
+        it was (so the change is not replayed later) and the error raised. While
+        such a cut fails, every append is refused with it (each tries the cut
+        again first): one written behind a partial record would be lost."""
         payload = json.dumps(
             {"zxid": zxid, "root_seq": root_seq, "nodes": changed}, separators=(",", ":")
         ).encode()
         record = HEADER.pack(len(payload), crc32c.crc32c(payload)) + payload
         fd = self._open()
+        if self._torn:
+            self._cut_back(fd)
+            log.info("metadata journal: the tail of a failed append is cut at last")
         try:
             view = memoryview(record)
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
         except OSError:
-            self._cut_back(fd)
+            try:
+                self._cut_back(fd)
+            except OSError as e:
+                log.error(
+                    "metadata journal: could not cut back a failed append: %s; refusing"
+                    " changes until it can", e,
+                )  # fmt: skip
             raise
         self._size += len(record)
         self.records += 1
@@ -126,13 +142,13 @@ class Journal:
         return self._fd
 
     def _cut_back(self, fd: int) -> None:
-        try:
-            os.ftruncate(fd, self._size)
-            os.fsync(fd)
-        except OSError as e:
-            # Its CRC will not match (a partial record), or it is whole but was never
-            # acknowledged: the next start may replay it. Say so.
-            log.error("metadata journal: could not cut back a failed append: %s", e)
+        """Cut what a failed append wrote, or raise OSError and stay torn. (Left
+        there, a partial record ends what load reads; a whole one was never
+        acknowledged, but the next start would replay it.)"""
+        self._torn = True
+        os.ftruncate(fd, self._size)
+        os.fsync(fd)
+        self._torn = False
 
     def due_for_snapshot(self) -> bool:
         return self.records >= self.snapshot_every

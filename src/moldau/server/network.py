@@ -8,10 +8,19 @@ order. Kafka reads nothing more from a connection until it answered; with Python
 slower replication rounds that let a pipelining producer's queue of small requests
 wait one round each, so a round now acknowledges every request appended before it.
 
+A request that closes its connection (malformed, or a failed acks=0 produce) does
+so once every answer owed before it is sent, handling nothing after it: Kafka
+reads nothing more from a connection until it answered, so its clients never lose
+an answer to a close (a producer would send again what was appended).
+
 Record data of a Fetch response is sent straight from the segment file with
 sendfile when it is large enough to pay for it; smaller slices are read with pread.
-Memory per connection is bounded: reading pauses while too many request bytes are
-queued, and a connection's processing waits while its write buffer is full.
+A slice holds its segment's file open until it is sent (storage.segment.SegmentFile),
+so a segment deleted or closed meanwhile still gives the bytes that were read; one
+truncated meanwhile cannot fill its place in the response, so the connection is
+closed (as Kafka's FileRecords.writeTo fails). Memory per connection is bounded:
+reading pauses while too many request bytes are queued, and a connection's
+processing waits while its write buffer is full.
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ class CloseConnection(Exception):
 
 
 class _SendfileFile:
-    """Just enough of a file object for loop.sendfile over a shared segment fd."""
+    """Just enough of a file object for loop.sendfile (no fallback) over a shared
+    segment fd."""
 
     mode = "rb"
 
@@ -162,13 +172,25 @@ class Connection(asyncio.Protocol):
                 log.warning(
                     "closing connection from %s:%d: %s", self.client.host, self.client.port, e
                 )
-                self.close()
+                await self._close_when_answered()
                 return
             if isinstance(answer, asyncio.Future) or self._owed:
                 await self._owe(answer)
             elif answer and not self.closed:
                 await self._write(answer)
+            # Sent or queued: let go of its file slices (they close deleted files).
+            del answer
             self.last_active_ms = self.server.now_ms()
+
+    async def _close_when_answered(self) -> None:
+        """Close once the answers still owed are sent, handling nothing more."""
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        answerer = self._answerer
+        if answerer is not None and not answerer.done():
+            # It sends every owed answer, the last one whole, then ends.
+            await asyncio.wait([answerer])
+        self.close()
 
     async def _owe(self, answer: Answer) -> None:
         """Queue an answer behind those still owed; wait while too many are."""
@@ -191,6 +213,7 @@ class Connection(asyncio.Protocol):
             self._owed.popleft()
             if parts:
                 await self._write(parts)
+            del parts  # sent: let go of its file slices
             self._owed_sent.set()
             self.last_active_ms = self.server.now_ms()
 
@@ -199,42 +222,59 @@ class Connection(asyncio.Protocol):
         assert transport is not None
         for part in parts:
             if isinstance(part, FileRecords):
-                try:
-                    if part.size >= SENDFILE_MIN_BYTES and self.server.use_sendfile:
-                        await self._sendfile(part)
-                    else:
-                        transport.write(part.read())
-                except OSError as e:
-                    # The segment could not be read (a failing disk): the response is
-                    # cut short, so the connection cannot be used any more (Kafka too).
-                    log.warning(
-                        "reading records for %s:%d failed: %s; closing connection",
-                        self.client.host, self.client.port, e,
-                    )  # fmt: skip
-                    self.close()
+                if not await self._write_file(part):
                     return
             else:
                 transport.write(part)  # type: ignore[arg-type]
         if not self._can_write.is_set():
             await self._can_write.wait()
 
-    async def _sendfile(self, part: FileRecords) -> None:
+    async def _write_file(self, part: FileRecords) -> bool:
+        """Send a file slice whole; False if it could not be (the connection is
+        then closed: the response would be malformed)."""
         assert self.transport is not None
-        loop = asyncio.get_running_loop()
         try:
-            file = cast(IO[bytes], _SendfileFile(part.fd))
-            sent = await loop.sendfile(
-                self.transport, file, part.position, part.size, fallback=True
-            )
-        except (ConnectionError, RuntimeError) as e:
+            if part.size >= SENDFILE_MIN_BYTES and self.server.use_sendfile:
+                sent = await self._sendfile(part)
+            else:
+                data = part.read()
+                sent = len(data)
+                self.transport.write(data)
+        except (ConnectionError, RuntimeError) as e:  # the peer is gone, or closing
             log.info("sendfile to %s:%d failed: %s", self.client.host, self.client.port, e)
             self.close()
-            return
-        if sent != part.size:
-            # The file shrank under us (a deleted or truncated segment): the response
-            # is now malformed, so the connection cannot be used any more.
-            log.warning("short sendfile (%d of %d bytes): closing connection", sent, part.size)
+            return False
+        except OSError as e:
+            # The segment could not be read (a failing disk): Kafka closes too.
+            log.warning(
+                "reading records for %s:%d failed: %s; closing connection",
+                self.client.host, self.client.port, e,
+            )  # fmt: skip
             self.close()
+            return False
+        if sent != part.size:
+            # The segment was truncated since it was read (a follower cut its log):
+            # Kafka's FileRecords.writeTo fails the same way.
+            log.warning(
+                "records for %s:%d cut short (%d of %d bytes): closing connection",
+                self.client.host, self.client.port, sent, part.size,
+            )  # fmt: skip
+            self.close()
+            return False
+        return True
+
+    async def _sendfile(self, part: FileRecords) -> int:
+        """The bytes sent. No fallback: asyncio's reads the file object, and this
+        one only lends a descriptor."""
+        assert self.transport is not None
+        file = cast(IO[bytes], _SendfileFile(part.file.fd))
+        try:
+            return await asyncio.get_running_loop().sendfile(
+                self.transport, file, part.position, part.size, fallback=False
+            )
+        except asyncio.SendfileNotAvailableError as e:
+            # The first os.sendfile call failed: asyncio keeps its OSError from us.
+            raise OSError(f"sendfile failed: {e}") from e
 
 
 class SocketServer:

@@ -7,7 +7,7 @@ Threading contract: all methods run on the broker's event-loop thread except
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -43,31 +43,49 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+class SegmentFile:
+    """A segment's open `.log` file, held by its segment and by every FileRecords
+    sliced from it: the descriptor is closed when the last of them lets go (CPython
+    frees the object, and so closes it, the moment its last reference goes). A
+    fetch answer's slice thus keeps its file open until it is sent, though the
+    segment be deleted (retention, a deleted topic, a cleaned segment swapped out),
+    truncated away or closed (an offline log dir) meanwhile: a bare descriptor
+    number could by then name another file, opened since, whose bytes the client
+    would get. Kafka's FileRecords hold a FileChannel, never reused: once closed,
+    the send fails and the connection is closed. Here the answer goes out as read
+    instead, with no check at each sendfile chunk; a deleted file's space is freed
+    when its last answer is sent."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        # os.close bound early: a file still held at interpreter exit is closed
+        # after the module's globals are gone.
+        _close(self.fd)
+
+
 @dataclass(frozen=True, slots=True)
 class FileRecords:
-    """A slice of a segment file, sent with sendfile or read with pread."""
+    """A slice of a segment file, sent with sendfile or read with pread; it holds
+    the file open (see SegmentFile)."""
 
-    fd: int
+    file: SegmentFile
     position: int
     size: int
 
     def codecs(self) -> set[Compression]:
         """The codec of each whole batch in the slice, from its header alone."""
+        fd = self.file.fd
         return codecs_of(
-            lambda pos, n: os.pread(self.fd, n, pos), self.position, self.position + self.size
+            lambda pos, n: os.pread(fd, n, pos), self.position, self.position + self.size
         )
 
     def read(self) -> bytes:
-        chunks = []
-        pos, left = self.position, self.size
-        while left > 0:
-            chunk = os.pread(self.fd, left, pos)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            pos += len(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        """The slice's bytes; fewer if the file was truncated since it was cut."""
+        return _pread_all(self.file.fd, self.position, self.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +128,8 @@ class LogSegment:
         self.directory = directory
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Closes the descriptor once neither this segment nor a slice holds it.
+        self._file: SegmentFile | None = SegmentFile(self._fd)
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
             directory / segment_file_name(base_offset, INDEX_SUFFIX + file_suffix),
@@ -138,10 +158,6 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = -1
         self.closed = False
-
-    @property
-    def fd(self) -> int:
-        return self._fd
 
     # -- timestamps ----------------------------------------------------------------------
 
@@ -304,10 +320,12 @@ class LogSegment:
         return last_end
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return FileRecords(self._fd, position, size).read()
+        return _pread_all(self._fd, position, size)
 
     def slice(self, position: int, size: int) -> FileRecords:
-        return FileRecords(self._fd, position, size)
+        """Bytes to send later: the slice keeps the file open until it is gone."""
+        assert self._file is not None, f"a slice of closed segment {self.log_path}"
+        return FileRecords(self._file, position, size)
 
     def next_offset(self) -> int:
         """The offset after the last batch in this segment (base offset if empty)."""
@@ -417,7 +435,12 @@ class LogSegment:
     # -- lifecycle -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """May run on a worker thread while the event loop closes the segment: the
+        file is held for the fsync, so that it never syncs a number reused since."""
+        file = self._file
+        if file is None:
+            return
+        os.fsync(file.fd)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -425,18 +448,16 @@ class LogSegment:
         if self.closed:
             return
         self.on_become_inactive()
-        self.offset_index.close()
-        self.time_index.close()
-        os.close(self._fd)
-        self.closed = True
+        self.close_handlers()
 
     def close_handlers(self) -> None:
-        """Close file descriptors without touching the files (for deleted segments)."""
+        """Close the files without writing anything (for deleted segments). The
+        `.log` file stays open while slices handed out hold it (see SegmentFile)."""
         if self.closed:
             return
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
+        self._file = None
         self.closed = True
 
     def change_file_suffix(self, old: str, new: str) -> None:
@@ -466,6 +487,19 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+
+
+def _pread_all(fd: int, position: int, size: int) -> bytes:
+    chunks = []
+    pos, left = position, size
+    while left > 0:
+        chunk = os.pread(fd, left, pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _write_all(fd: int, parts: Sequence[Buffer], size: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from moldau.protocol.fetch import (
     FetchPartitionResult,
     FetchTopicResult,
@@ -121,17 +121,17 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             result.log_start_offset = read.info.log_start_offset
             result.records = read.info.data.records if read.error == ErrorCode.none else None
             result.diverging_epoch = read.info.diverging_epoch
-        if 4 <= version < 10 and result.records and _holds_zstd(result.records):
-            # KIP-110: clients of Fetch below v10 are older than zstd (Kafka 2.1).
-            result.error_code, result.records = ErrorCode.unsupported_compression_type, None
-        elif version < 4 and result.records and read.info is not None:
-            # A few µs a record: on a worker thread, the event loop serving others.
-            try:
+        try:
+            if 4 <= version < 10 and result.records and _holds_zstd(result.records):
+                # KIP-110: clients of Fetch below v10 are older than zstd (Kafka 2.1).
+                result.error_code, result.records = ErrorCode.unsupported_compression_type, None
+            elif version < 4 and result.records and read.info is not None:
+                # A few µs a record: on a worker thread, the event loop serving others.
                 result.records = await asyncio.to_thread(
                     in_message_format, version, read.info.data, cached.max_bytes
                 )
-            except KafkaError as e:
-                result.error_code, result.records = e.code, None
+        except KafkaError as e:
+            result.error_code, result.records = e.code, None
         if result.records is None:
             result.records = b""
         # Consecutive partitions of one topic go under one topic entry, as Kafka's.
@@ -146,7 +146,7 @@ def in_message_format(version: int, data: FetchDataInfo, max_bytes: int) -> byte
     """Fetch v0-v3's records: whole batches as a message set of magic 0 (v0-v1) or 1
     (v2-v3) within `max_bytes`; a first batch cut by the limit goes as it is, for the
     client to learn that its fetch size is too small (as from Kafka)."""
-    records = data.records if isinstance(data.records, bytes) else data.records.read()
+    records = data.records if isinstance(data.records, bytes) else _read(data.records)
     if data.first_entry_incomplete:
         return records
     magic = MAGIC_V0 if version <= 1 else MAGIC_V1
@@ -154,8 +154,20 @@ def in_message_format(version: int, data: FetchDataInfo, max_bytes: int) -> byte
     return cut_message_set(converted, max_bytes, min_one_message=version >= 3)
 
 
+def _read(records: FileRecords) -> bytes:
+    """The slice's bytes (its file is held open, so a segment deleted since the read
+    still gives them); a failing disk is the partition's KAFKA_STORAGE_ERROR."""
+    try:
+        return records.read()
+    except OSError as e:
+        raise KafkaStorageError(f"reading records failed: {e}") from e
+
+
 def _holds_zstd(records: Part) -> bool:
     if isinstance(records, FileRecords):
-        return Compression.ZSTD in records.codecs()
+        try:
+            return Compression.ZSTD in records.codecs()
+        except OSError as e:
+            raise KafkaStorageError(f"reading batch headers failed: {e}") from e
     buf = memoryview(records)  # type: ignore[arg-type]
     return Compression.ZSTD in codecs_of(lambda pos, n: buf[pos : pos + n], 0, len(buf))

@@ -141,7 +141,8 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
     else:
         broker.replica_manager.append_records(req.acks, req.timeout_ms, entries, respond)
     if req.acks == 0:
-        # No response; on an error Kafka closes the connection so the producer notices.
+        # No response; on an error Kafka closes the connection so the producer notices
+        # (once the answers owed before it are sent: Connection._close_when_answered).
         results = future.result()
         if any(r.error_code for r in [*results.values(), *errors.values()]):
             raise CloseConnection("acks=0 produce failed")
