@@ -131,6 +131,9 @@ class Writer:
                 i += 1
             except BufferError:
                 producer.poll(0.05)
+            except KafkaException as e:  # e.g. the topic is being deleted: try again
+                self.acked[gen].errors.append(str(e))
+                producer.poll(0.1)
             producer.poll(0)
             time.sleep(0.003)
         producer.flush(30)

@@ -12,11 +12,18 @@ import pytest
 
 from moldau.clock import FakeClock
 from moldau.protocol.errors import InvalidRecordError
-from moldau.protocol.records import BatchHeader, Compression, build_batch, iter_records
+from moldau.protocol.records import (
+    BatchHeader,
+    Compression,
+    build_batch,
+    iter_records,
+    split_batches,
+)
 from moldau.storage.cleaner import CleanResult, clean, dirty_ratio
 from moldau.storage.log import Log
 from moldau.storage.log_config import LogConfig
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.segment import FileRecords
 
 TP = TopicPartition("compacted", 0)
 
@@ -115,6 +122,11 @@ def test_nothing_at_or_above_the_high_watermark_is_cleaned(
     assert result is not None and result.first_dirty_offset == third.base_offset
     assert [(s, s.size) for s in log.segments[2:]] == untouched
     assert [(k, v) for _, k, v in contents(log) if k == b"K"] == [(b"K", b"v2")]
+    # A consumer's read of the rewritten segments still stops at the HW.
+    read = log.read(0, 1 << 20, hw, min_one_message=True).records
+    raw = read.read() if isinstance(read, FileRecords) else read
+    offsets = [r.offset for b in split_batches(raw) for r in iter_records(b)]
+    assert offsets and max(offsets) < hw
 
 
 def test_tombstones_are_removed_only_after_delete_retention(
