@@ -181,22 +181,23 @@ def offset_tombstones(
 def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
     """The group's offsets expired as Kafka expires them: all of an empty consumer
     group's once it has been empty that long, a standalone consumer's by commit
-    time, and a stable consumer group's for topics it no longer subscribes to."""
+    time, and a stable consumer group's for topics it no longer subscribes to. A
+    partition with a commit pending is never expired (its tombstone would follow
+    the commit in the log)."""
+    offsets = {tp: o for tp, o in group.offsets.items() if tp not in group.pending_offset_commits}
     if group.protocol_type is not None and group.state == GroupState.EMPTY:
         base = group.current_state_timestamp_ms
         return [
-            tp for tp, o in group.offsets.items()
+            tp for tp, o in offsets.items()
             if now_ms - (base if base >= 0 else o.commit_timestamp_ms) >= retention_ms
         ]  # fmt: skip
     if group.protocol_type is None:
-        return [
-            tp for tp, o in group.offsets.items() if now_ms - o.commit_timestamp_ms >= retention_ms
-        ]
+        return [tp for tp, o in offsets.items() if now_ms - o.commit_timestamp_ms >= retention_ms]
     if group.state == GroupState.STABLE:
         subscribed = group.subscribed_topics()
         if subscribed is not None:
             return [
-                tp for tp, o in group.offsets.items()
+                tp for tp, o in offsets.items()
                 if tp.topic not in subscribed and now_ms - o.commit_timestamp_ms >= retention_ms
             ]  # fmt: skip
     return []
