@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS, partition_for_group
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
 from tests.integration.clients import confluent_consume, create_topic
@@ -159,3 +161,56 @@ def test_a_broker_paused_past_its_session_comes_back(
     assert wait_for(lambda: leaders(watcher, topic_name)[led] == other, 30)
     got = confluent_consume(cluster.bootstrap, topic_name, 10, led)
     assert [g[3] for g in got] == values(10)
+
+
+def test_an_acknowledged_offset_commit_survives_a_coordinator_killed_right_after(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """Offsets 1..N committed synchronously, each acknowledged (acks=all on an RF 3
+    __consumer_offsets); the coordinator's broker is killed -9 right after the last
+    acknowledgement; the new coordinator answers N. A new leader's high watermark
+    lags its log end until its followers fetch again, so it must load its groups up
+    to its log end (Kafka's FetchIsolation.LOG_END), not its high watermark, or the
+    group goes back to an older commit and its consumers reprocess what they had
+    committed. Three rounds, each on a new group and with a full ISR again."""
+    partitions = 3
+    cluster = make_cluster(
+        3,
+        **{
+            "offsets.topic.num.partitions": str(partitions),
+            "offsets.topic.replication.factor": "3",
+        },
+    )
+    create_topic(cluster.bootstrap, topic_name, 1)
+    last = 40
+    read_back = []
+    for round_ in range(3):
+        group = f"g{round_}-{topic_name}"
+        state_path = f"/brokers/topics/{CONSUMER_OFFSETS}/partitions/" + str(
+            partition_for_group(group, partitions)
+        )
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+        try:
+            c.commit(offsets=[TopicPartition(topic_name, 0, 0)], asynchronous=False)
+            # Every replica of the group's partition is in its ISR (the broker killed
+            # in the round before has caught up again).
+            assert wait_for(lambda p=state_path: len(_partition_state(cluster, p)["isr"]) == 3, 60)
+            for offset in range(1, last + 1):
+                c.commit(offsets=[TopicPartition(topic_name, 0, offset)], asynchronous=False)
+            coordinator = _partition_state(cluster, state_path)["leader"]
+            cluster.kill(coordinator)
+        finally:
+            c.close()
+        reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+        try:
+            [got] = reader.committed([TopicPartition(topic_name, 0)], timeout=60)
+        finally:
+            reader.close()
+        read_back.append(got.offset)
+        cluster.restart(coordinator)
+    assert read_back == [last] * 3
+
+
+def _partition_state(cluster: Cluster, path: str) -> dict[str, Any]:
+    data = cluster.znode(path + "/state")
+    return {"leader": -1, "isr": []} if data is None else dict(json.loads(data))

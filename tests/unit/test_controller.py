@@ -447,3 +447,130 @@ def test_the_reassign_partitions_znode_is_acted_on_and_removed_when_done(
         assert found[0].partitions == {0: [2, 1], 1: [1, 2]}
 
     run(tmp_path, 3, body)
+
+
+async def write_state_behind_the_controller(
+    c: Cluster,
+    topic: str,
+    partition: int,
+    isr: tuple[int, ...] | None = None,
+    controller_epoch: int | None = None,
+) -> None:
+    """A write of the partition's state znode the controller does not know of, as
+    when ZooKeeper applied its multi but the connection was lost before the answer,
+    and KazooRetry's second attempt met BADVERSION: here through the store. The
+    znode's version moves on; its content changes only where asked."""
+    store = c.client().store
+    path = z.partition_state_path(topic, partition)
+    data, stat = await store.get(path)
+    state = z.decode_partition_state(data, stat.version)
+    li = state.leader_and_isr
+    written = z.LeaderIsrAndControllerEpoch(
+        z.LeaderAndIsr(li.leader, li.leader_epoch, li.isr if isr is None else isr),
+        state.controller_epoch if controller_epoch is None else controller_epoch,
+    )
+    await store.set(path, z.encode_partition_state(written), stat.version)
+
+
+def test_an_election_after_a_conflict_on_the_state_znode_elects_from_what_it_holds(
+    tmp_path: Path,
+) -> None:
+    """Kafka's doElectLeaderForPartitions: a BADVERSION on the state znode means read
+    it again and elect from what it holds. The controller gave up and kept its stale
+    copy, so the dead leader's partition stayed without a leader (and every later
+    write of it failed the same way) until a controller failover."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3]})
+        assert c.active().broker_id == 1
+        await write_state_behind_the_controller(c, "t", 0)
+        await c.kill_broker(2)
+        state = (await c.state("t", 0)).leader_and_isr
+        assert (state.leader, set(state.isr)) == (1, {1, 3})
+        told = [s for r in c.brokers[3].of(LeaderAndIsrRequest) for s in r.partition_states]
+        assert told[-1].leader == 1
+
+    run(tmp_path, 3, body)
+
+
+def test_an_isr_shrink_after_a_conflict_on_the_state_znode_is_retried(tmp_path: Path) -> None:
+    """Kafka's removeReplicasFromIsr retries a BADVERSION with the state read again:
+    a dead follower leaves the ISR. It stayed there, and acks=all writes waited
+    replica.lag.time.max.ms for it."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2, 3]})
+        await write_state_behind_the_controller(c, "t", 0)
+        await c.kill_broker(3)
+        state = (await c.state("t", 0)).leader_and_isr
+        assert (state.leader, set(state.isr)) == (1, {1, 2})
+
+    run(tmp_path, 3, body)
+
+
+def test_alter_partition_after_a_conflict_on_the_state_znode_answers_from_what_it_holds(
+    tmp_path: Path,
+) -> None:
+    """The controller's ISR write was applied, but it met BADVERSION (a retried
+    multi). The proposal is checked again against the znode read anew: it is
+    already applied, so it succeeds, and the next one (in the new partition epoch)
+    too. Both were INVALID_UPDATE_VERSION, and so was every later proposal, until a
+    controller failover."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2, 3]})
+        active = c.active()
+        before = (await c.state("t", 0)).leader_and_isr
+        epoch = active.ctx.live_brokers[1].epoch
+        await write_state_behind_the_controller(c, "t", 0, isr=(1, 2))
+        item = AlterPartitionItem("t", 0, before.leader_epoch, (1, 2), before.partition_epoch)
+        [shrunk] = (await active.alter_partition(1, epoch, (item,)))[1]
+        assert (shrunk.error_code, shrunk.isr) == (ErrorCode.none, (1, 2))
+        assert shrunk.partition_epoch == before.partition_epoch + 1
+        item = AlterPartitionItem("t", 0, before.leader_epoch, (1, 2, 3), shrunk.partition_epoch)
+        [expanded] = (await active.alter_partition(1, epoch, (item,)))[1]
+        assert (expanded.error_code, expanded.isr) == (ErrorCode.none, (1, 2, 3))
+        assert (await c.state("t", 0)).leader_and_isr.isr == (1, 2, 3)
+
+    run(tmp_path, 3, body)
+
+
+def test_a_reassignment_after_a_conflict_on_the_state_znode_bumps_the_leader_epoch(
+    tmp_path: Path,
+) -> None:
+    """A reassignment starts with a new leader epoch that tells every replica the
+    new replica sets (Kafka's updateLeaderEpoch, which retries a BADVERSION). It
+    was skipped: the replicas never heard of the replicas being added."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2]})
+        await write_state_behind_the_controller(c, "t", 0)
+        tp = TopicPartition("t", 0)
+        results = await c.active().alter_partition_reassignments({tp: (1, 2, 3)})
+        assert results[tp] == (ErrorCode.none, None)
+        await c.settle()
+        assert (await c.state("t", 0)).leader_and_isr.leader_epoch == 1
+        [last] = [s for r in c.brokers[2].of(LeaderAndIsrRequest) for s in r.partition_states][-1:]
+        assert (last.leader_epoch, last.adding_replicas) == (1, (3,))
+
+    run(tmp_path, 3, body)
+
+
+def test_a_state_znode_written_in_a_newer_controller_epoch_makes_the_controller_resign(
+    tmp_path: Path,
+) -> None:
+    """Read again after a BADVERSION, the znode names a newer controller epoch:
+    another controller wrote it, so this one resigns (its epoch is stale) and the
+    next controller elects the leader. This one carried on in its old epoch."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3]})
+        assert c.active().ctx.epoch == 1
+        await write_state_behind_the_controller(c, "t", 0, controller_epoch=2)
+        await c.kill_broker(2)
+        active = c.active()
+        assert active.ctx.epoch == 2
+        state = await c.state("t", 0)
+        assert state.leader_and_isr.leader in (1, 3)
+
+    run(tmp_path, 3, body)

@@ -10,7 +10,18 @@ from moldau.clock import FakeClock
 from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
+from moldau.coordinator.records import (
+    GroupMetadataValue,
+    OffsetAndMetadata,
+    OffsetKey,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+from moldau.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import build_batch, iter_records, rebuild_batch
 from moldau.replication.purgatory import ManualTimer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
@@ -82,3 +93,106 @@ def test_a_group_lives_where_kafka_puts_it() -> None:
     assert java_string_hash("polygenelubricants") == -(2**31)
     assert partition_for_group("polygenelubricants", 50) == 0
     assert partition_for_group("hello", 50) == 99162322 % 50
+
+
+OFFSETS_0 = TopicPartition(CONSUMER_OFFSETS, 0)
+T0 = TopicPartition("t", 0)
+
+
+def _offsets_partition_state(leader: int, epoch: int, isr: tuple[int, ...]) -> LeaderAndIsrRequest:
+    state = LeaderAndIsrPartitionState(
+        CONSUMER_OFFSETS, 0, 1, leader, epoch, isr, epoch, (1, 2, 3), is_new=epoch == 0
+    )
+    return LeaderAndIsrRequest(0, 1, 1, (state,), {}, ())
+
+
+def _commit(group: str, offset: int) -> tuple[bytes, bytes | None]:
+    return (
+        encode_offset_key(OffsetKey(group, T0.topic, T0.partition)),
+        encode_offset_value(OffsetAndMetadata(offset, -1, "", 0)),
+    )
+
+
+def _generation(group: str, generation: int) -> tuple[bytes, bytes | None]:
+    return (
+        encode_group_key(group),
+        encode_group_value(GroupMetadataValue("consumer", generation, None, None, 0, ())),
+    )
+
+
+async def _fail_over_to_broker_1(
+    tmp_path: Path, batches: list[bytes], leader_hw: int
+) -> GroupCoordinator:
+    """Broker 1 follows broker 2 for __consumer_offsets-0 and has fetched `batches`,
+    learning the high watermark `leader_hw`; then broker 2 dies and broker 1 leads,
+    with broker 3 still in the ISR (so its HW stays until broker 3 fetches)."""
+    clock = FakeClock()
+    timer = ManualTimer(clock)
+    replicas = ReplicaManager(
+        1, LogManager([tmp_path], clock, 1), clock, timer, lambda t: LogConfig()
+    )
+    gc = GroupCoordinator(1, replicas, clock, timer, GroupConfig(num_partitions=1))
+    replicas.become_leader_or_follower(_offsets_partition_state(2, 0, (1, 2, 3)))
+    partition = replicas.get_partition(OFFSETS_0)
+    assert partition is not None
+    partition.append_records_to_follower(b"".join(batches), leader_hw, 0)
+    replicas.become_leader_or_follower(_offsets_partition_state(1, 1, (1, 3)))
+    assert partition.high_watermark == leader_hw  # broker 3 has not fetched yet
+    for _ in range(100):
+        if not gc.loading:
+            break
+        await asyncio.sleep(0)
+    assert not gc.loading
+    return gc
+
+
+def test_a_new_coordinator_loads_what_its_old_one_acknowledged_above_its_hw(
+    tmp_path: Path,
+) -> None:
+    """The old coordinator acknowledged the commit of 6 and generation 2 once every
+    ISR member had them, but this follower learns the HW that covers them only on
+    its next fetch, which the old leader's death prevents. The new coordinator
+    answers 6 and generation 2 (Kafka loads up to the log end), not 5 and 1: its
+    members would reprocess from 5 and be fenced as of an older generation."""
+
+    async def run() -> None:
+        batches = [
+            build_batch([_generation("g", 1)], base_offset=0, partition_leader_epoch=0),
+            build_batch([_commit("g", 5)], base_offset=1, partition_leader_epoch=0),
+            build_batch([_generation("g", 2)], base_offset=2, partition_leader_epoch=0),
+            build_batch([_commit("g", 6)], base_offset=3, partition_leader_epoch=0),
+        ]
+        gc = await _fail_over_to_broker_1(tmp_path, batches, leader_hw=2)
+        error, committed = gc.fetch_offsets("g", [T0])
+        assert error == ErrorCode.none
+        assert committed[T0] is not None and committed[T0].offset == 6
+        error, group = gc.describe_group("g")
+        assert group is not None and group.generation_id == 2
+        await gc.close()
+
+    asyncio.run(run())
+
+
+def test_a_batch_the_cleaner_cut_short_does_not_stall_the_load(tmp_path: Path) -> None:
+    """A commit of two partitions is one batch; once the cleaner drops its last
+    record (superseded by a later commit) the batch still spans both offsets, and a
+    replica that fetched only that far has it at its log end. The load reads on
+    from the batch's end (Kafka's nextOffset), not from after its last record:
+    from inside the batch every read returned it again, for ever, and the group
+    answered COORDINATOR_LOAD_IN_PROGRESS until the next failover."""
+
+    async def run() -> None:
+        t1 = TopicPartition("t", 1)
+        both = build_batch(
+            [_commit("g", 5), (encode_offset_key(OffsetKey("g", "t", 1)), _commit("g", 7)[1])],
+            base_offset=0,
+            partition_leader_epoch=0,
+        )
+        first_only = rebuild_batch(both, list(iter_records(both))[:1])
+        gc = await _fail_over_to_broker_1(tmp_path, [first_only], leader_hw=2)
+        error, committed = gc.fetch_offsets("g", [T0, t1])
+        assert error == ErrorCode.none
+        assert committed == {T0: OffsetAndMetadata(5, -1, "", 0), t1: None}
+        await gc.close()
+
+    asyncio.run(run())

@@ -3,14 +3,19 @@ GroupCoordinator and ReplicaManager with a fake clock."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from moldau.clock import FakeClock
 from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
-from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
+from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator, OffsetCommitEntry
+from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
 from moldau.coordinator.records import OffsetAndMetadata
+from moldau.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest
+from moldau.protocol.errors import ErrorCode
+from moldau.replication.partition import FetchIsolation
 from moldau.replication.purgatory import ManualTimer
-from moldau.replication.replica_manager import ReplicaManager
+from moldau.replication.replica_manager import FetchParams, FetchPartitionRead, ReplicaManager
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
@@ -77,3 +82,82 @@ def test_offsets_expire_as_kafka_expires_them(tmp_path: Path) -> None:
     assert set(stable.offsets) == {a}
     assert "recent" not in tombstones
     assert len(tombstones["standalone"]) == 1 and len(tombstones["stable"]) == 1
+
+
+def test_expiry_leaves_alone_a_commit_still_waiting_for_its_acks(tmp_path: Path) -> None:
+    """Expiry runs while a commit waits for acks=all (Kafka skips partitions in
+    pendingOffsetCommits). `old` holds an offset past retention and commits 20 for
+    it; `new` makes its first commit. Expiry wrote a tombstone for `old` after the
+    commit, so the commit was acknowledged yet the log's last word (what the next
+    coordinator loads) deleted it; and it killed `new` (empty, no offsets yet), so
+    its acknowledged commit was not even served by this coordinator."""
+
+    async def run() -> None:
+        clock = FakeClock()
+        timer = ManualTimer(clock)
+        logs = LogManager([tmp_path], clock, 1)
+        replicas = ReplicaManager(1, logs, clock, timer, lambda topic: LogConfig())
+        config = GroupConfig(num_partitions=1, offsets_retention_ms=RETENTION_MS)
+        gc = GroupCoordinator(1, replicas, clock, timer, config)
+        # Broker 1 leads __consumer_offsets-0 with broker 2 in its ISR.
+        state = LeaderAndIsrPartitionState(
+            CONSUMER_OFFSETS, 0, 1, 1, 0, (1, 2), 0, (1, 2), is_new=True
+        )
+        replicas.become_leader_or_follower(LeaderAndIsrRequest(0, 1, 1, (state,), {}, ()))
+        for _ in range(100):
+            if not gc.loading:
+                break
+            await asyncio.sleep(0)
+        assert not gc.loading
+        offsets_0 = TopicPartition(CONSUMER_OFFSETS, 0)
+        a = TopicPartition("a", 0)
+
+        def follower_fetches() -> None:
+            log = replicas.leader_partition_or_error(offsets_0).log
+            assert log is not None
+            leo = log.log_end_offset
+            params = FetchParams(2, 0, 1, 1 << 20, FetchIsolation.LOG_END)
+            read = FetchPartitionRead(offsets_0, leo, 0, 1 << 20)
+            replicas.fetch_messages(params, [read], lambda _: None)
+
+        async def commit(group: str, offset: int) -> ErrorCode:
+            results = await gc.commit_offsets(group, -1, {a: OffsetCommitEntry(offset, -1, "")})
+            return results[a]
+
+        first = asyncio.ensure_future(commit("old", 10))
+        await asyncio.sleep(0)
+        follower_fetches()
+        assert await first == ErrorCode.none
+        clock.advance(RETENTION_MS + 1)
+
+        # Both commits are appended and wait for broker 2.
+        pending = [
+            asyncio.ensure_future(commit("old", 20)),
+            asyncio.ensure_future(commit("new", 5)),
+        ]
+        await asyncio.sleep(0)
+        assert not any(p.done() for p in pending)
+        expiry = asyncio.ensure_future(gc.expire_offsets())
+        # Broker 2 fetches until the commits and whatever expiry appends (one group
+        # after another, behind the commits) are acknowledged.
+        for _ in range(10):
+            await asyncio.sleep(0)
+            follower_fetches()
+            if expiry.done():
+                break
+        assert [await p for p in pending] == [ErrorCode.none, ErrorCode.none]
+        written = await expiry
+
+        # What this coordinator answers, and what the next one loads from the log.
+        served = {g: gc.fetch_offsets(g, [a])[1][a] for g in ("old", "new")}
+        assert {g: o.offset if o else None for g, o in served.items()} == {"old": 20, "new": 5}
+        loaded, groups = await gc.metadata_manager.read_groups(0)
+        assert {g: {tp: o.offset for tp, o in offs.items()} for g, offs in loaded.items()} == {
+            "old": {a: 20},
+            "new": {a: 5},
+        }
+        assert groups == {}
+        assert written == 0  # nothing had expired but the partition being committed
+        await gc.close()
+
+    asyncio.run(run())

@@ -39,7 +39,11 @@ from moldau.controller.events import (
     TopicUncleanLeaderElectionEnable,
     ZkPartitionReassignment,
 )
-from moldau.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from moldau.controller.partition_state_machine import (
+    ElectionStrategy,
+    PartitionStateMachine,
+    refresh_leadership,
+)
 from moldau.controller.reassigner import PartitionReassigner
 from moldau.controller.reassignment import ReplicaAssignment, invalid_target
 from moldau.controller.rebalance import partitions_to_rebalance
@@ -631,7 +635,10 @@ class Controller:
         try:
             written = await self.client.update_partition_state(tp, proposed, ctx.epoch_zk_version)
         except BadVersionError:
-            return error(ErrorCode.invalid_update_version)
+            # Checked again against the znode read anew: a write of ours that was
+            # applied, then retried, is a proposal already applied.
+            await refresh_leadership(self.client, ctx, tp)
+            return await self._alter_partition(broker_id, tp, item)
         ctx.leadership[tp] = LeaderIsrAndControllerEpoch(written, ctx.epoch)
         log.info("%s: ISR %s -> %s (asked by broker %d)", tp, li.isr, written.isr, broker_id)
         return self._result(tp, written)

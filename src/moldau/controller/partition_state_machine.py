@@ -16,12 +16,35 @@ from moldau.controller.election import (
     reassign_partition_leader_election,
 )
 from moldau.controller.states import PartitionState, is_valid_partition_transition
-from moldau.metadata.client import MetadataClient
+from moldau.metadata.client import ControllerMovedError, MetadataClient
 from moldau.metadata.store import BadVersionError
 from moldau.metadata.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from moldau.storage.partition_name import TopicPartition
 
 log = logging.getLogger(__name__)
+
+
+async def refresh_leadership(
+    client: MetadataClient, ctx: ControllerContext, tp: TopicPartition
+) -> LeaderIsrAndControllerEpoch | None:
+    """After a version conflict on `tp`'s state znode: read it again into the
+    context, for the caller to retry with (Kafka's updatesToRetry). The conflict
+    may be this controller's own write, applied once and retried after a lost
+    connection, so keeping the old copy would fail every later write of `tp`.
+    None if the znode is gone. A znode written in a newer controller epoch means
+    this controller's is over: ControllerMovedError, and it resigns."""
+    fresh = (await client.get_partition_states([tp])).get(tp)
+    if fresh is None:
+        log.warning("state of %s is gone", tp)
+        ctx.leadership.pop(tp, None)
+        return None
+    if fresh.controller_epoch > ctx.epoch:
+        raise ControllerMovedError(
+            f"state of {tp} written in controller epoch {fresh.controller_epoch} > {ctx.epoch}"
+        )
+    log.info("state of %s changed under the controller; retrying with %s", tp, fresh)
+    ctx.leadership[tp] = fresh
+    return fresh
 
 
 class ElectionStrategy(Enum):
@@ -138,48 +161,50 @@ class PartitionStateMachine:
         return sorted(created)
 
     async def _elect_leader(self, tp: TopicPartition, strategy: ElectionStrategy) -> int | None:
-        leadership = self.ctx.leadership.get(tp)
-        if leadership is None:
-            return None
-        li = leadership.leader_and_isr
-        assignment = self.ctx.assignments.get(tp, [])
-        # Only a controlled shutdown's election counts the brokers leaving as live
-        # (to tell them); the others pass them over (Kafka's includeShuttingDownBrokers).
-        controlled = strategy == ElectionStrategy.CONTROLLED_SHUTDOWN
-        live = [r for r in assignment if self.ctx.is_replica_online(r, tp, controlled)]
-        isr = [r for r in li.isr if r in live]
-        leader: int | None
-        if strategy in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):
-            unclean = strategy == ElectionStrategy.UNCLEAN or await self.unclean_election_enabled(
-                tp.topic
-            )
-            leader = offline_partition_leader_election(assignment, isr, live, unclean)
-            if leader is not None and leader not in isr:
-                log.warning("unclean leader election of %s: %d was not in the ISR", tp, leader)
-                isr = [leader]
-        elif strategy == ElectionStrategy.REASSIGN:
-            leader = reassign_partition_leader_election(assignment, isr, live)
-        elif strategy == ElectionStrategy.PREFERRED:
-            leader = preferred_replica_partition_leader_election(assignment, isr, live)
-        else:
-            leader = controlled_shutdown_partition_leader_election(
-                assignment, isr, live, self.ctx.shutting_down_broker_ids
-            )
-            isr = [r for r in isr if r not in self.ctx.shutting_down_broker_ids]
-        if leader is None:
-            log.warning(
-                "no leader for %s (assignment %s, isr %s, live %s)", tp, assignment, li.isr, live
-            )
-            return None
-        new = LeaderIsrAndControllerEpoch(li.new_leader_and_isr(leader, isr), self.ctx.epoch)
-        try:
-            li_written = await self.client.update_partition_state(
-                tp, new, self.ctx.epoch_zk_version
-            )
-        except BadVersionError:
-            log.warning("state of %s changed under the controller; it will be re-read", tp)
-            return None
-        written = LeaderIsrAndControllerEpoch(li_written, self.ctx.epoch)
-        self.ctx.leadership[tp] = written
-        self.batch.add_leader_and_isr(set(live), tp, written, assignment, is_new=False)
-        return leader
+        # Elected again from the znode read anew after each version conflict.
+        while (leadership := self.ctx.leadership.get(tp)) is not None:
+            li = leadership.leader_and_isr
+            assignment = self.ctx.assignments.get(tp, [])
+            # Only a controlled shutdown's election counts the brokers leaving as live
+            # (to tell them); the others pass them over (Kafka's
+            # includeShuttingDownBrokers).
+            controlled = strategy == ElectionStrategy.CONTROLLED_SHUTDOWN
+            live = [r for r in assignment if self.ctx.is_replica_online(r, tp, controlled)]
+            isr = [r for r in li.isr if r in live]
+            leader: int | None
+            if strategy in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):
+                unclean = strategy == ElectionStrategy.UNCLEAN or (
+                    await self.unclean_election_enabled(tp.topic)
+                )
+                leader = offline_partition_leader_election(assignment, isr, live, unclean)
+                if leader is not None and leader not in isr:
+                    log.warning("unclean leader election of %s: %d was not in the ISR", tp, leader)
+                    isr = [leader]
+            elif strategy == ElectionStrategy.REASSIGN:
+                leader = reassign_partition_leader_election(assignment, isr, live)
+            elif strategy == ElectionStrategy.PREFERRED:
+                leader = preferred_replica_partition_leader_election(assignment, isr, live)
+            else:
+                leader = controlled_shutdown_partition_leader_election(
+                    assignment, isr, live, self.ctx.shutting_down_broker_ids
+                )
+                isr = [r for r in isr if r not in self.ctx.shutting_down_broker_ids]
+            if leader is None:
+                log.warning(
+                    "no leader for %s (assignment %s, isr %s, live %s)",
+                    tp, assignment, li.isr, live,
+                )  # fmt: skip
+                return None
+            new = LeaderIsrAndControllerEpoch(li.new_leader_and_isr(leader, isr), self.ctx.epoch)
+            try:
+                li_written = await self.client.update_partition_state(
+                    tp, new, self.ctx.epoch_zk_version
+                )
+            except BadVersionError:
+                await refresh_leadership(self.client, self.ctx, tp)
+                continue
+            written = LeaderIsrAndControllerEpoch(li_written, self.ctx.epoch)
+            self.ctx.leadership[tp] = written
+            self.batch.add_leader_and_isr(set(live), tp, written, assignment, is_new=False)
+            return leader
+        return None

@@ -8,7 +8,11 @@ import logging
 
 from moldau.controller.channel import ControllerBrokerRequestBatch
 from moldau.controller.context import ControllerContext, PartitionReplica
-from moldau.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from moldau.controller.partition_state_machine import (
+    ElectionStrategy,
+    PartitionStateMachine,
+    refresh_leadership,
+)
 from moldau.controller.reassignment import ReplicaAssignment
 from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
@@ -122,23 +126,23 @@ class PartitionReassigner:
 
     async def _bump_leader_epoch(self, tp: TopicPartition) -> None:
         """Same leader and ISR in a new epoch, sent to every replica with the
-        partition's replica sets (Kafka's updateLeaderEpochAndSendRequest)."""
+        partition's replica sets (Kafka's updateLeaderEpochAndSendRequest; after a
+        version conflict, from the znode read anew, as its updateLeaderEpoch)."""
         ctx = self.ctx
-        leadership = ctx.leadership.get(tp)
-        if leadership is None:
+        while (leadership := ctx.leadership.get(tp)) is not None:
+            li = leadership.leader_and_isr
+            bumped = z.LeaderAndIsr(li.leader, li.leader_epoch + 1, li.isr, li.partition_epoch)
+            state = z.LeaderIsrAndControllerEpoch(bumped, ctx.epoch)
+            try:
+                written = await self.client.update_partition_state(tp, state, ctx.epoch_zk_version)
+            except BadVersionError:
+                await refresh_leadership(self.client, ctx, tp)
+                continue
+            ctx.leadership[tp] = z.LeaderIsrAndControllerEpoch(written, ctx.epoch)
+            replicas = ctx.assignments.get(tp, [])
+            live = {r for r in replicas if r in ctx.live_or_shutting_down_broker_ids}
+            self.batch.add_leader_and_isr(live, tp, ctx.leadership[tp], replicas, is_new=False)
             return
-        li = leadership.leader_and_isr
-        bumped = z.LeaderAndIsr(li.leader, li.leader_epoch + 1, li.isr, li.partition_epoch)
-        state = z.LeaderIsrAndControllerEpoch(bumped, ctx.epoch)
-        try:
-            written = await self.client.update_partition_state(tp, state, ctx.epoch_zk_version)
-        except BadVersionError:
-            log.warning("state of %s changed under the controller", tp)
-            return
-        ctx.leadership[tp] = z.LeaderIsrAndControllerEpoch(written, ctx.epoch)
-        replicas = ctx.assignments.get(tp, [])
-        live = {r for r in replicas if r in ctx.live_or_shutting_down_broker_ids}
-        self.batch.add_leader_and_isr(live, tp, ctx.leadership[tp], replicas, is_new=False)
 
     async def _write_topic(self, topic: str) -> None:
         ctx = self.ctx

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from moldau.controller.channel import Callback, ControllerBrokerRequestBatch
 from moldau.controller.context import ControllerContext, PartitionReplica
+from moldau.controller.partition_state_machine import refresh_leadership
 from moldau.controller.states import ReplicaState, is_valid_replica_transition
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import BadVersionError
@@ -104,25 +105,32 @@ class ReplicaStateMachine:
                 self.ctx.assignments[tp] = remaining
 
     async def _remove_from_isr(
-        self, pr: PartitionReplica, leadership: LeaderIsrAndControllerEpoch
+        self, pr: PartitionReplica, leadership: LeaderIsrAndControllerEpoch | None
     ) -> LeaderIsrAndControllerEpoch | None:
         """Drop a replica from the ISR; if it led, the partition has no leader until
         the partition state machine elects one. Kafka keeps the last ISR member even
-        when it dies, so that a clean election can wait for it to return."""
-        li = leadership.leader_and_isr
-        new_isr = [r for r in li.isr if r != pr.replica]
-        if not new_isr:
-            new_isr = list(li.isr)
-        new_leader = LeaderAndIsr.NO_LEADER if li.leader == pr.replica else li.leader
-        new_li = LeaderAndIsr(new_leader, li.leader_epoch + 1, tuple(new_isr), li.partition_epoch)
-        state = LeaderIsrAndControllerEpoch(new_li, self.ctx.epoch)
-        try:
-            written = await self.client.update_partition_state(
-                pr.tp, state, self.ctx.epoch_zk_version
+        when it dies, so that a clean election can wait for it to return. After a
+        version conflict, again from the znode read anew (Kafka's updatesToRetry)."""
+        while leadership is not None:
+            li = leadership.leader_and_isr
+            if pr.replica not in li.isr:
+                return leadership  # out already, as the znode read anew says
+            new_isr = [r for r in li.isr if r != pr.replica]
+            if not new_isr:
+                new_isr = list(li.isr)
+            new_leader = LeaderAndIsr.NO_LEADER if li.leader == pr.replica else li.leader
+            new_li = LeaderAndIsr(
+                new_leader, li.leader_epoch + 1, tuple(new_isr), li.partition_epoch
             )
-        except BadVersionError:
-            log.warning("state of %s changed under the controller", pr.tp)
-            return None
-        result = LeaderIsrAndControllerEpoch(written, self.ctx.epoch)
-        self.ctx.leadership[pr.tp] = result
-        return result
+            state = LeaderIsrAndControllerEpoch(new_li, self.ctx.epoch)
+            try:
+                written = await self.client.update_partition_state(
+                    pr.tp, state, self.ctx.epoch_zk_version
+                )
+            except BadVersionError:
+                leadership = await refresh_leadership(self.client, self.ctx, pr.tp)
+                continue
+            result = LeaderIsrAndControllerEpoch(written, self.ctx.epoch)
+            self.ctx.leadership[pr.tp] = result
+            return result
+        return None

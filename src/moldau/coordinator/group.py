@@ -8,7 +8,7 @@ coordinator's task touches a group.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -85,6 +85,9 @@ class GroupMetadata:
     current_state_timestamp_ms: int = -1
     # committed offsets: partition -> OffsetAndMetadata
     offsets: dict[TopicPartition, Any] = field(default_factory=dict)
+    # Commits appended but not yet acknowledged (acks=all): partition -> the offset
+    # of its latest one (Kafka's pendingOffsetCommits). Expiry leaves them alone.
+    pending_offset_commits: dict[TopicPartition, Any] = field(default_factory=dict)
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:
@@ -93,6 +96,25 @@ class GroupMetadata:
             )
         self.state = target
         self.current_state_timestamp_ms = now_ms
+
+    # -- offsets -------------------------------------------------------------------------
+
+    def prepare_offset_commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
+        self.pending_offset_commits.update(offsets)
+
+    def complete_offset_commit(self, offsets: Mapping[TopicPartition, Any], written: bool) -> None:
+        """The commit of `offsets` is acknowledged (`written`) or failed. A partition
+        stays pending while a later commit of it is still in flight (compared by
+        identity: an equal offset committed twice is still two commits)."""
+        if written:
+            self.offsets.update(offsets)
+        for tp, offset in offsets.items():
+            if self.pending_offset_commits.get(tp) is offset:
+                del self.pending_offset_commits[tp]
+
+    def has_offsets(self) -> bool:
+        """Committed offsets, or commits on their way (Kafka's hasOffsets)."""
+        return bool(self.offsets) or bool(self.pending_offset_commits)
 
     # -- members -------------------------------------------------------------------------
 

@@ -767,10 +767,12 @@ class GroupCoordinator:
                 )
             )
         if records:
+            # Until acknowledged, the commit is pending: expiry must not write a
+            # tombstone that would follow it in the log and win after a failover.
+            group.prepare_offset_commit(accepted)
 
             def committed(code: ErrorCode) -> None:
-                if code == ErrorCode.none:
-                    group.offsets.update(accepted)
+                group.complete_offset_commit(accepted, code == ErrorCode.none)
 
             code = await self.metadata_manager.append(group_id, records, committed)
             for tp in accepted:
@@ -793,8 +795,10 @@ class GroupCoordinator:
     def cleanup_expired_offsets(self) -> list[tuple[str, list[tuple[bytes, bytes | None]]]]:
         """Expire offsets as Kafka does (offsets.retention.minutes): all of an empty
         group's once it has been empty that long, a standalone consumer's by commit
-        time, and a stable consumer group's for topics it no longer subscribes to.
-        An empty group left with no offsets dies. Returns the tombstones to write."""
+        time, and a stable consumer group's for topics it no longer subscribes to;
+        never a partition with a commit still waiting for its acks. An empty group
+        left with no offsets, committed or pending, dies. Returns the tombstones to
+        write."""
         now = self._now()
         retention = self.config.offsets_retention_ms
         out = []
@@ -805,7 +809,7 @@ class GroupCoordinator:
             tombstones = offset_tombstones(group.group_id, expired)
             for tp in expired:
                 del group.offsets[tp]
-            if group.state == GroupState.EMPTY and not group.offsets and not group.members:
+            if group.state == GroupState.EMPTY and not group.has_offsets() and not group.members:
                 group.transition_to(GroupState.DEAD, now)
                 self.groups.pop(group.group_id, None)
                 tombstones.append((encode_group_key(group.group_id), None))

@@ -25,7 +25,7 @@ from moldau.coordinator.records import (
 )
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.produce import ProducePartitionResponse
-from moldau.protocol.records import build_batch, iter_records
+from moldau.protocol.records import BatchHeader, build_batch, iter_records
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.partition_name import TopicPartition
 
@@ -73,9 +73,12 @@ class GroupMetadataManager:
         return partition_for_group(group_id, self.num_partitions)
 
     async def read_groups(self, partition: int) -> tuple[GroupOffsets, GroupValues]:
-        """What one offsets partition holds, up to its high watermark: the last word
-        on each group's offsets and metadata. Yields to other work every
-        _LOAD_BATCHES_PER_STEP batches."""
+        """What one offsets partition holds, up to its log end (Kafka's
+        FetchIsolation.LOG_END): the last word on each group's offsets and metadata.
+        Not up to the high watermark: a new leader's lags its log end until its
+        followers fetch again, yet what lies between was acknowledged by the old
+        leader (acks=all reached this replica), and a leader never cuts its own log.
+        Yields to other work every _LOAD_BATCHES_PER_STEP batches."""
         offsets: GroupOffsets = {}
         metadata: GroupValues = {}
         p = self.replica_manager.get_partition(TopicPartition(CONSUMER_OFFSETS, partition))
@@ -83,14 +86,16 @@ class GroupMetadataManager:
             return offsets, metadata
         lg = p.log
         position = lg.log_start_offset
-        end = p.high_watermark
-        while position < end:
-            batches = lg.read_batches(position, end, _LOAD_BATCHES_PER_STEP)
+        while position < lg.log_end_offset:
+            batches = lg.read_batches(position, lg.log_end_offset, _LOAD_BATCHES_PER_STEP)
             if not batches:
                 break
             for batch in batches:
+                # The batch's offsets, not its last record's: the cleaner may have
+                # removed the records at its end, and the next read must not start
+                # inside it again (Kafka's currOffset = batch.nextOffset).
+                position = BatchHeader.parse(batch).last_offset + 1
                 for record in iter_records(batch):
-                    position = record.offset + 1
                     if record.key is None:
                         continue
                     key = decode_key(record.key)
@@ -176,22 +181,23 @@ def offset_tombstones(
 def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
     """The group's offsets expired as Kafka expires them: all of an empty consumer
     group's once it has been empty that long, a standalone consumer's by commit
-    time, and a stable consumer group's for topics it no longer subscribes to."""
+    time, and a stable consumer group's for topics it no longer subscribes to. A
+    partition with a commit pending is never expired (its tombstone would follow
+    the commit in the log)."""
+    offsets = {tp: o for tp, o in group.offsets.items() if tp not in group.pending_offset_commits}
     if group.protocol_type is not None and group.state == GroupState.EMPTY:
         base = group.current_state_timestamp_ms
         return [
-            tp for tp, o in group.offsets.items()
+            tp for tp, o in offsets.items()
             if now_ms - (base if base >= 0 else o.commit_timestamp_ms) >= retention_ms
         ]  # fmt: skip
     if group.protocol_type is None:
-        return [
-            tp for tp, o in group.offsets.items() if now_ms - o.commit_timestamp_ms >= retention_ms
-        ]
+        return [tp for tp, o in offsets.items() if now_ms - o.commit_timestamp_ms >= retention_ms]
     if group.state == GroupState.STABLE:
         subscribed = group.subscribed_topics()
         if subscribed is not None:
             return [
-                tp for tp, o in group.offsets.items()
+                tp for tp, o in offsets.items()
                 if tp.topic not in subscribed and now_ms - o.commit_timestamp_ms >= retention_ms
             ]  # fmt: skip
     return []
