@@ -15,13 +15,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import ElectionType, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import LOG_OVERHEAD, iter_records, offset_and_length
 from moldau.testing.cluster import Cluster
+from moldau.testing.process import wait_for
 from tests.integration.kafka_wire import WireClient
 from tests.integration.requests import fetch, metadata
 
@@ -302,6 +310,78 @@ def _records(records: bytes | None) -> list[tuple[int, tuple[bytes | None, bytes
     return out
 
 
+GROUP = "chaos-group"
+
+
+class Committer:
+    """Commits offsets of a consumer group synchronously, one after another (a
+    consumer that commits what it processed), and remembers the last commit each
+    partition had acknowledged and the last it tried: a committed offset read back
+    must lie between the two."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.partitions = [CTP(PLAIN, p) for p in range(TOPICS[PLAIN])]
+        self.acked: dict[int, int] = {}
+        self.tried: dict[int, int] = {}
+        self.last_ack = threading.Event()  # set at each acknowledged commit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
+
+    def start(self) -> Committer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
+                             "enable.auto.commit": False})  # fmt: skip
+        n = 0
+        deadline = time.monotonic() + 3600
+        try:
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                n += 1
+                offsets = [CTP(tp.topic, tp.partition, n) for tp in self.partitions]
+                for tp in offsets:
+                    self.tried[tp.partition] = n
+                try:
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                except KafkaException:
+                    time.sleep(0.1)  # no coordinator just now: the next commit goes on
+                    continue
+                for tp in offsets:
+                    self.acked[tp.partition] = n
+                self.last_ack.set()
+                time.sleep(0.02)
+        finally:
+            consumer.close()
+
+    def check(self, when: str) -> list[str]:
+        """The group's committed offsets, read back now, against what was
+        acknowledged (every acknowledged commit reads back)."""
+        acked, tried = dict(self.acked), dict(self.tried)
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
+                             "enable.auto.commit": False})  # fmt: skip
+        try:
+            committed = consumer.committed(self.partitions, timeout=30)
+        except KafkaException as e:
+            return [f"{when}: committed offsets of {GROUP} unreadable: {e}"]
+        finally:
+            consumer.close()
+        problems = []
+        for tp in committed:
+            low, high = acked.get(tp.partition, -1001), tried.get(tp.partition, 0)
+            if not low <= tp.offset <= max(high, self.tried.get(tp.partition, 0)):
+                problems.append(
+                    f"{when}: {GROUP} {tp.topic}-{tp.partition} committed {tp.offset},"
+                    f" acknowledged {low}"
+                )
+        return problems
+
+
 @dataclass
 class Fault:
     at: float  # seconds since the start
@@ -320,16 +400,21 @@ class Nemesis:
         cluster: Cluster,
         seed: int,
         on_recreated: Callable[[], None],
+        committer: Committer,
         faults: tuple[str, ...],
     ) -> None:
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.on_recreated = on_recreated
+        self.committer = committer
         self.faults = faults
         self.history: list[Fault] = []
+        self.problems: list[str] = []
         self.admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
 
-    def run(self, seconds: float) -> None:
+    def run(self, seconds: float, leader_bound_s: float) -> None:
+        """Faults for `seconds`; after each is undone, every partition must have a
+        leader within `leader_bound_s`, and every acknowledged commit read back."""
         start = time.monotonic()
         while time.monotonic() - start < seconds:
             time.sleep(self.rng.uniform(1.0, 3.0))
@@ -339,11 +424,27 @@ class Nemesis:
             self.history.append(fault)
             print(f"nemesis {fault}", flush=True)
             getattr(self, name)(broker)
+            self.problems += leaderless_after(self.cluster, leader_bound_s, str(fault))
+            self.problems += self.committer.check(f"after {fault}")
 
     def kill(self, broker: int) -> None:
+        """kill -9, then a start at once (before its ZooKeeper session expires: the
+        controller sees the broker bounce) or after a while."""
         self.cluster.kill(broker)
-        time.sleep(self.rng.uniform(0.5, 4.0))
+        time.sleep(self.rng.choice([0.0, self.rng.uniform(0.5, 4.0)]))
         self.cluster.restart(broker)
+
+    def kill_coordinator(self, _broker: int) -> None:
+        """kill -9 the group coordinator right after it acknowledged a commit, and
+        start it again at once."""
+        try:
+            described = self.admin.describe_consumer_groups([GROUP])[GROUP].result(15)
+        except KafkaException:
+            return  # no coordinator just now: nothing to kill
+        self.committer.last_ack.clear()
+        self.committer.last_ack.wait(10)
+        self.cluster.kill(described.coordinator.id)
+        self.cluster.restart(described.coordinator.id)
 
     def pause(self, broker: int) -> None:
         self.cluster.pause(broker)
@@ -381,6 +482,24 @@ class Nemesis:
             self.cluster.heal(b)
             if not Cluster.is_running(self.cluster.brokers[b]):
                 self.cluster.restart(b)
+
+
+def leaderless_after(cluster: Cluster, bound_s: float, when: str) -> list[str]:
+    """Every partition of the test's topics has a leader within `bound_s`, or the
+    problem with those that have none."""
+    missing: list[tuple[str, int]] = []
+
+    def all_led() -> bool:
+        try:
+            states = partition_states(cluster.bootstrap)
+        except KafkaException:
+            return False
+        missing[:] = [tp for tp, (leader, _, _) in states.items() if leader < 0]
+        return not missing and len(states) == sum(TOPICS.values())
+
+    if wait_for(all_led, bound_s, interval=0.2):
+        return []
+    return [f"after {when}: no leader within {bound_s:.0f} s for {missing or 'some partitions'}"]
 
 
 def partition_states(bootstrap: str) -> dict[tuple[str, int], tuple[int, list[int], list[int]]]:

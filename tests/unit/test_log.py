@@ -494,3 +494,19 @@ def test_a_lost_leader_epoch_checkpoint_comes_back_from_the_batches(
     reopened = open_log(tmp_path, clock, clean=False)
     assert reopened.leader_epoch_cache.entries == [(0, 0), (2, 3)]
     assert reopened.leader_epoch_cache.end_offset_for(0, reopened.log_end_offset) == (0, 3)
+
+
+def test_a_truncation_below_the_log_start_brings_the_log_start_down_with_it(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # A follower copied its leader's log start (5) inside its first segment, then is
+    # cut back to 3: a log start above the log end would make every read of it out
+    # of range, and the next fetch from 3 impossible.
+    log = open_log(tmp_path, clock)
+    for _ in range(8):
+        log.append_as_leader(batch(1, clock.milliseconds()), 0)
+    log.maybe_increment_log_start_offset(5)
+    assert log.truncate_to(3)
+    assert (log.log_start_offset, log.log_end_offset) == (3, 3)
+    log.append_as_follower(memoryview(build_batch([(b"k", b"v")], base_offset=3)))
+    assert all_records(log) == [3]

@@ -106,6 +106,3 @@ class LeaderEpochCache:
         before = [(e, o) for e, o in self._entries if o <= start_offset]
         after = [(e, o) for e, o in self._entries if o > start_offset]
         self._replace(([(before[-1][0], start_offset)] if before else []) + after)
-
-    def delete(self) -> None:
-        self._file.path.unlink(missing_ok=True)

@@ -875,6 +875,9 @@ class Log:
             self._delete_later(cut)
             self.segments[-1].truncate_to(offset)
             self._leo = self.segments[-1].next_offset()
+            # The log start may have moved past the cut within the first segment (a
+            # leader's, copied): it never stays above the log end (Kafka's truncateTo).
+            self.log_start_offset = min(self.log_start_offset, self._leo)
             self._truncated()
             self.leader_epoch_cache.truncate_from_end(self._leo)
             self._rebuild_producer_state()
@@ -985,18 +988,6 @@ class Log:
                 seg.close_handlers()
             for seg in self.segments:
                 seg.close_handlers()
-
-    def delete(self) -> None:
-        """Remove all of the log's files (the directory itself is the caller's)."""
-        with self._io("deletion of"):
-            for _, seg in self._pending_deletes:
-                seg.delete_files()
-            self._pending_deletes = []
-            for seg in self.segments:
-                seg.delete_files()
-            self.segments = []
-            self.leader_epoch_cache.delete()
-            self.producer_state.delete_all_snapshots()
 
 
 def _with_log_append_time(
