@@ -19,8 +19,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.metadata import znodes as z
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
+from moldau.testing.zookeeper import read_znodes
 from tests.integration.clients import confluent_consume
 
 MakeCluster = Callable[..., Cluster]
@@ -507,3 +509,21 @@ def decode_produce_offset(frame: bytes) -> int:
     [p] = topic.partition_responses
     assert p.error_code == 0
     return int(p.base_offset)
+
+
+def zk_states(cluster: Cluster, topic: str, count: int) -> dict[int, z.LeaderAndIsr]:
+    """partition -> its leader, leader epoch and ISR as the controller wrote them."""
+    paths = [z.partition_state_path(topic, p) for p in range(count)]
+    found = read_znodes(cluster.zookeeper_connect, paths)
+    out = {}
+    for p, path in enumerate(paths):
+        data = found[path]
+        assert data is not None, path
+        out[p] = z.decode_partition_state(data, 0).leader_and_isr
+    return out
+
+
+def settled(cluster: Cluster, topic: str, count: int) -> bool:
+    """Every partition has a leader and every replica is in its ISR."""
+    states = zk_states(cluster, topic, count).values()
+    return all(li.leader != -1 and len(li.isr) == len(cluster.brokers) for li in states)

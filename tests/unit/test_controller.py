@@ -4,15 +4,20 @@ election and failover, topic creation, broker failure, deletion."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from moldau.clock import FakeClock
 from moldau.controller.admin import NewTopic, TopicAdmin
 from moldau.controller.assignment import BrokerMetadata
 from moldau.controller.channel import InProcessTransport
+from moldau.controller.context import PartitionReplica
 from moldau.controller.controller import Controller
+from moldau.controller.states import ReplicaState
 from moldau.metadata import znodes as z
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.embedded import EmbeddedTree
@@ -77,6 +82,20 @@ class Cluster:
         self.controllers[i] = controller
         await controller.start()
         await self.settle()
+
+    async def restart_at_once(self, i: int) -> None:
+        """As kill -9 and a restart whose registration replaces the old one before
+        the controller reads /brokers/ids (nothing yields in between): it sees the
+        broker bounced."""
+        await self.controllers.pop(i).close()
+        await self.sessions.pop(i).close()
+        await self.start_broker(i)
+
+    def mark(self) -> dict[int, int]:
+        return {b: len(broker.received) for b, broker in self.brokers.items()}
+
+    def since(self, mark: dict[int, int], b: int) -> list[ControlRequest]:
+        return self.brokers[b].received[mark[b] :]
 
     async def kill_broker(self, i: int) -> None:
         await self.controllers.pop(i).close()
@@ -445,5 +464,58 @@ def test_the_reassign_partitions_znode_is_acted_on_and_removed_when_done(
         found = await c.client().get_topic_assignment("t")
         assert found is not None
         assert found[0].partitions == {0: [2, 1], 1: [1, 2]}
+
+    run(tmp_path, 3, body)
+
+
+def test_a_broker_restarted_at_once_is_not_elected_while_its_failure_is_handled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kill -9 and a restart whose registration replaces the old one before the
+    controller looks: it sees the broker bounced. While its failure is handled the
+    broker is not live, so the partitions it led go to another ISR member; then it
+    starts up again and is told to follow them, in its new epoch. (It was counted
+    live: elected again, then written leader -1 as it left the ISR, and those
+    partitions stayed without a leader for good.)"""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3], 1: [2, 3, 1], 2: [1, 2, 3]})
+        before = c.active().ctx.live_brokers[2].epoch
+        mark = c.mark()
+        with caplog.at_level(logging.INFO, "moldau.controller"):
+            await c.restart_at_once(2)
+        assert "bounced [2]" in caplog.text
+        active = c.active()
+        after = active.ctx.live_brokers[2].epoch
+        assert after > before
+        leaders = {p: (await c.state("t", p)).leader_and_isr.leader for p in range(3)}
+        assert leaders == {0: 1, 1: 3, 2: 1}
+        told = [r for r in c.since(mark, 2) if isinstance(r, LeaderAndIsrRequest)]
+        assert {r.broker_epoch for r in c.since(mark, 2)} == {after}
+        states = [s for r in told for s in r.partition_states]
+        assert [s.partition for s in states if s.leader == 2] == []  # never told to lead
+        assert {s.partition: s.leader for s in states} == leaders
+
+    run(tmp_path, 3, body)
+
+
+def test_a_partition_left_without_a_leader_by_its_replica_going_offline_is_elected_again(
+    tmp_path: Path,
+) -> None:
+    """Taking a partition's leader out of its ISR writes leader -1: the partition is
+    Offline then, so the next election gives it a leader (it stayed Online, which no
+    election looks at)."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3]})
+        active = c.active()
+        tp = TopicPartition("t", 0)
+        await active.replica_sm.handle_state_changes(
+            [PartitionReplica(tp, 2)], ReplicaState.OFFLINE
+        )
+        assert (await c.state("t", 0)).leader_and_isr.leader == -1
+        await active.partition_sm.trigger_online_partition_state_change()
+        active.batch.send()
+        assert (await c.state("t", 0)).leader_and_isr.leader == 1
 
     run(tmp_path, 3, body)

@@ -237,20 +237,33 @@ class ControllerBrokerRequestBatch:
                 tuple(r for r in replicas if not ctx.is_replica_online(r, tp, True)),
             )
 
+    def clear(self) -> None:
+        """Forget what was added (an event failed half way, or the controller
+        resigned): none of it may go out later, under another epoch."""
+        self.leader_and_isr = {}
+        self.stop_replica = {}
+        self.stop_replica_callbacks = {}
+        self.update_metadata_brokers = set()
+        self.update_metadata_partitions = {}
+
     def send(self) -> None:
+        """Send what was added, to brokers registered now (as Kafka's batch, which
+        leaves out the others), each request carrying the broker's epoch."""
         ctx = self.context
         live_leaders = tuple(
             LiveLeader(b.id, b.endpoints[0].host, b.endpoints[0].port)
             for b in ctx.live_brokers.values()
         )
         for broker_id, states in self.leader_and_isr.items():
+            if broker_id not in ctx.live_brokers:
+                continue
             topics = {tp.topic for tp in states}
             self.channel.send(
                 broker_id,
                 LeaderAndIsrRequest(
                     self.controller_id,
                     ctx.epoch,
-                    ctx.live_brokers[broker_id].epoch if broker_id in ctx.live_brokers else -1,
+                    ctx.live_brokers[broker_id].epoch,
                     tuple(states.values()),
                     {t: ctx.topic_ids[t] for t in topics if t in ctx.topic_ids},
                     live_leaders,
@@ -285,18 +298,16 @@ class ControllerBrokerRequestBatch:
                     ),
                 )
         for broker_id, stops in self.stop_replica.items():
+            if broker_id not in ctx.live_brokers:
+                continue
             self.channel.send(
                 broker_id,
                 StopReplicaRequest(
                     self.controller_id,
                     ctx.epoch,
-                    ctx.live_brokers[broker_id].epoch if broker_id in ctx.live_brokers else -1,
+                    ctx.live_brokers[broker_id].epoch,
                     tuple(stops.values()),
                 ),
                 self.stop_replica_callbacks.get(broker_id),
             )
-        self.leader_and_isr = {}
-        self.stop_replica = {}
-        self.stop_replica_callbacks = {}
-        self.update_metadata_brokers = set()
-        self.update_metadata_partitions = {}
+        self.clear()

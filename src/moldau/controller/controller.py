@@ -333,15 +333,19 @@ class Controller:
     # -- brokers -------------------------------------------------------------------------
 
     async def _process_broker_change(self) -> None:
+        """Kafka's processBrokerChange. A bounced broker (registered again under a new
+        epoch since last seen) is not live while its failure is handled, so no
+        election picks it, then starts up again."""
         ctx = self.ctx
         current = await self.client.get_all_brokers(self._on_brokers)
         previous = dict(ctx.live_brokers)
         new = sorted(set(current) - set(previous))
         dead = sorted(set(previous) - set(current))
         bounced = sorted(
-            b for b in set(current) & set(previous) if current[b].epoch != previous[b].epoch
+            b for b in set(current) & set(previous) if current[b].epoch > previous[b].epoch
         )
-        ctx.live_brokers = current
+        for b in (set(current) & set(previous)) - set(bounced):
+            ctx.live_brokers[b] = current[b]
         for b in dead:
             self.channel.remove_broker(b)
         for b in bounced:
@@ -351,11 +355,17 @@ class Controller:
         if new or dead or bounced:
             log.info("brokers: new %s, dead %s, bounced %s", new, dead, bounced)
         if new:
+            ctx.live_brokers.update({b: current[b] for b in new})
             await self._on_broker_startup(set(new))
         if bounced:
+            for b in bounced:
+                del ctx.live_brokers[b]
             await self._on_broker_failure(set(bounced))
+            ctx.live_brokers.update({b: current[b] for b in bounced})
             await self._on_broker_startup(set(bounced))
         if dead:
+            for b in dead:
+                del ctx.live_brokers[b]
             await self._on_broker_failure(set(dead))
 
     async def _on_broker_startup(self, new: set[int]) -> None:
