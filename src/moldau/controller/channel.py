@@ -86,9 +86,18 @@ class ControllerChannelManager:
         self._tasks.spawn(self._send_loop(broker_id, queue), f"send-{broker_id}")
 
     def remove_broker(self, broker_id: int) -> None:
+        """Stop sending to `broker_id`: what waits in its queue is dropped (Kafka's
+        removeExistingBroker clears it), being meant for a registration that is gone
+        or from a controller that resigned."""
         queue = self._queues.pop(broker_id, None)
         if queue is not None:
+            while not queue.empty():
+                queue.get_nowait()
             queue.put_nowait((None, None))  # type: ignore[arg-type]  # stop marker
+
+    def remove_all_brokers(self) -> None:
+        for broker_id in list(self._queues):
+            self.remove_broker(broker_id)
 
     def send(
         self, broker_id: int, request: ControlRequest, callback: Callback | None = None
