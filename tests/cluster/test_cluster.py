@@ -6,17 +6,22 @@ the faults: kill -9 of the controller, a broker paused past its session."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS, partition_for_group
+from moldau.metadata import znodes as z
+from moldau.metadata.zookeeper import ZooKeeperStore
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
+from tests.cluster.test_replication import settled, zk_states
 from tests.integration.clients import confluent_consume, create_topic
 
 MakeCluster = Callable[..., Cluster]
@@ -214,3 +219,72 @@ def test_an_acknowledged_offset_commit_survives_a_coordinator_killed_right_after
 def _partition_state(cluster: Cluster, path: str) -> dict[str, Any]:
     data = cluster.znode(path + "/state")
     return {"leader": -1, "isr": []} if data is None else dict(json.loads(data))
+
+
+def delete_znode(connect: str, path: str) -> None:
+    async def delete() -> None:
+        store = ZooKeeperStore(connect)
+        await store.start()
+        try:
+            await store.delete(path)
+        finally:
+            await store.close()
+
+    asyncio.run(delete())
+
+
+def test_a_broker_killed_and_restarted_at_once_leaves_every_partition_a_leader(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """kill -9 a broker that is not the controller and start it again at once: its
+    new registration replaces the old one as its old session expires, and a busy
+    controller finds it bounced. The partitions it led go to another in-sync replica,
+    then it follows and rejoins every ISR, in three rounds. (The controller counted
+    it live while handling its failure: it elected it again, then wrote leader -1
+    taking it out of the ISR, and 200 partitions of 600 stayed leaderless for good.)
+    The race is forced: the controller is paused (its session outlasts the pause)
+    while the old registration goes, as its session's expiry removes it, and the new
+    one comes."""
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": "10000"})
+    count = 60
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic_name, count, 3)])[topic_name].result(timeout=60)
+
+    def leaderless() -> list[int]:
+        return [p for p, li in zk_states(cluster, topic_name, count).items() if li.leader == -1]
+
+    assert wait_for(lambda: settled(cluster, topic_name, count), 30, interval=0.2)
+    controller = cluster.wait_for_controller()
+    for round_, victim in enumerate([b for b in (1, 2, 3) if b != controller] * 2):
+        if round_ == 3:
+            break
+        before = zk_states(cluster, topic_name, count)
+        led = [p for p, li in before.items() if li.leader == victim]
+        assert led
+        registration = f"/brokers/ids/{victim}"
+        cluster.pause(controller)
+        # Its start waits for the controller's metadata: in a thread of its own.
+        restart = threading.Thread(target=cluster.restart, args=(victim,))
+        try:
+            cluster.kill(victim)
+            delete_znode(cluster.zookeeper_connect, registration)
+            restart.start()
+            assert wait_for(lambda r=registration: cluster.znode(r) is not None, 5)
+        finally:
+            cluster.resume(controller)
+            resumed_at = time.monotonic()
+            restart.join(60)
+
+        def handled(before: dict[int, z.LeaderAndIsr] = before, led: list[int] = led) -> bool:
+            """The controller has acted on the failure: new leader epochs where the
+            victim led, and no partition without a leader or with a short ISR."""
+            now = zk_states(cluster, topic_name, count)
+            moved = all(now[p].leader_epoch > before[p].leader_epoch for p in led)
+            return moved and settled(cluster, topic_name, count)
+
+        assert wait_for(handled, 30, interval=0.2), f"round {round_}: leaderless {leaderless()}"
+        print(f"round {round_}: broker {victim} settled {time.monotonic() - resumed_at:.1f} s")
+        clients_see = leaders(cluster.brokers[controller].bootstrap, topic_name)
+        assert [p for p, lead in clients_see.items() if lead == -1] == []
+        seen = cluster.brokers[controller].log_path.read_text()
+        assert f"bounced [{victim}]" in seen, "the controller did not see the bounce"

@@ -23,6 +23,7 @@ from moldau.metadata.store import (
     NoNodeError,
     NotEmptyError,
     SessionExpiredError,
+    SessionState,
     SetDataOp,
     StoreError,
     WatchedEvent,
@@ -215,6 +216,8 @@ def test_an_expired_zookeeper_session_drops_ephemerals_and_tells_watchers(
             await s.get("/brokers/ids/1", mine.append)
             seen: list[WatchedEvent] = []
             await observer.exists("/brokers/ids/1", seen.append)
+            states: list[SessionState] = []
+            s.add_session_listener(states.append)
             old = s.session_id
             creds = s.credentials
             assert creds is not None
@@ -223,13 +226,42 @@ def test_an_expired_zookeeper_session_drops_ephemerals_and_tells_watchers(
             await until(mine, 1)
             assert [(e.type, e.path) for e in seen] == [(EventType.DELETED, "/brokers/ids/1")]
             assert [e.type for e in mine] == [EventType.SESSION_EXPIRED]
-            # As Kafka's ZooKeeperClient does, the store goes on with a new session.
+            # As Kafka's ZooKeeperClient does, the store goes on with a new session,
+            # its listeners told before any answer on it.
             assert await observer.exists("/brokers/ids/1") is None
             await s.create("/brokers/ids/1", b"reg", ephemeral=True)
+            assert states == [SessionState.EXPIRED, SessionState.RENEWED]
             assert s.session_id not in (0, old)
         finally:
             await s.close()
             await observer.close()
+
+    run(body)
+
+
+def test_an_embedded_session_cut_off_past_its_timeout_is_heard_expired_then_renewed(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        tree = EmbeddedTree(tmp_path)
+        s = tree.session()
+        await s.start()
+        observer = await started(tree.session())
+        await s.create("/brokers/ids/1", b"reg", ephemeral=True, make_parents=True)
+        states: list[SessionState] = []
+        s.add_session_listener(states.append)
+        s.isolate(0)
+        for _ in range(100):
+            if await observer.exists("/brokers/ids/1") is None:
+                break
+            await asyncio.sleep(0.01)
+        assert await observer.exists("/brokers/ids/1") is None
+        assert states == []  # it learns of the expiry when it is back
+        old = s.session_id
+        s.heal()
+        assert states == [SessionState.EXPIRED, SessionState.RENEWED]
+        await s.create("/brokers/ids/1", b"reg", ephemeral=True)
+        assert s.session_id != old
 
     run(body)
 

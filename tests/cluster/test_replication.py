@@ -19,8 +19,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.metadata import znodes as z
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
+from moldau.testing.zookeeper import read_znodes
 from tests.integration.clients import confluent_consume
 
 MakeCluster = Callable[..., Cluster]
@@ -507,3 +509,68 @@ def decode_produce_offset(frame: bytes) -> int:
     [p] = topic.partition_responses
     assert p.error_code == 0
     return int(p.base_offset)
+
+
+def zk_states(cluster: Cluster, topic: str, count: int) -> dict[int, z.LeaderAndIsr]:
+    """partition -> its leader, leader epoch and ISR as the controller wrote them."""
+    paths = [z.partition_state_path(topic, p) for p in range(count)]
+    found = read_znodes(cluster.zookeeper_connect, paths)
+    out = {}
+    for p, path in enumerate(paths):
+        data = found[path]
+        assert data is not None, path
+        out[p] = z.decode_partition_state(data, 0).leader_and_isr
+    return out
+
+
+def settled(cluster: Cluster, topic: str, count: int) -> bool:
+    """Every partition has a leader and every replica is in its ISR."""
+    states = zk_states(cluster, topic, count).values()
+    return all(li.leader != -1 and len(li.isr) == len(cluster.brokers) for li in states)
+
+
+@pytest.mark.timeout(240)
+def test_a_controller_cut_off_past_its_session_comes_back_and_rejoins_every_isr(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    """A leader is cut off the network for 12 s, then the controller for 35 s (past
+    their ZooKeeper sessions; the second past the store's 30 s retry deadline too),
+    under idempotent acks=all load: the others elect a controller and leaders. Healed,
+    the broker learns its session expired, resigns before anything else, registers
+    again and only then stands for election; the controller sees it come back and it
+    rejoins every ISR within seconds. (Its registration was retried from a watch that
+    gave up after 30 s: it never registered again, no LeaderAndIsr reached it, and
+    its fetchers looped on FENCED_LEADER_EPOCH for good.)"""
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+    if cluster.isolation_unavailable is not None:
+        pytest.skip(cluster.isolation_unavailable)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic_name, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic_name].result(timeout=30)
+
+    def leaders() -> list[int]:
+        return [li.leader for li in zk_states(cluster, topic_name, PARTITIONS).values()]
+
+    assert wait_for(lambda: settled(cluster, topic_name, PARTITIONS), 20)
+    with Load(cluster.bootstrap, topic_name, idempotent=True) as load:
+        assert load.grows()
+        controller = cluster.wait_for_controller()
+        leader = next((b for b in leaders() if b != controller), None)
+        for victim, cut_s in ((leader, 12), (None, 35)):
+            cut = cluster.wait_for_controller() if victim is None else victim
+            cluster.isolate(cut)
+            cut_at = time.monotonic()
+            assert wait_for(lambda cut=cut: cut not in cluster.live_broker_ids(), 30)
+            assert wait_for(lambda cut=cut: not {cut, -1} & set(leaders()), 30)
+            # (The producer's requests to the broker cut off wait for their timeout:
+            # the load may not grow meanwhile.)
+            time.sleep(max(0.0, cut_at + cut_s - time.monotonic()))
+            cluster.heal(cut)
+            healed_at = time.monotonic()
+            assert wait_for(lambda: settled(cluster, topic_name, PARTITIONS), 60), zk_states(
+                cluster, topic_name, PARTITIONS
+            )
+            took = time.monotonic() - healed_at
+            print(f"broker {cut}, cut off {cut_s} s, back in every ISR {took:.1f} s after heal")
+            assert load.grows()
+    verify(load, cluster.bootstrap, topic_name, idempotent=True)

@@ -4,18 +4,25 @@ election and failover, topic creation, broker failure, deletion."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from moldau.clock import FakeClock
 from moldau.controller.admin import NewTopic, TopicAdmin
 from moldau.controller.assignment import BrokerMetadata
 from moldau.controller.channel import InProcessTransport
-from moldau.controller.controller import Controller
+from moldau.controller.context import PartitionReplica
+from moldau.controller.controller import REGISTER_RETRY_S, Controller
+from moldau.controller.events import BrokerChange, ControllerChange
+from moldau.controller.states import ReplicaState
 from moldau.metadata import znodes as z
 from moldau.metadata.client import MetadataClient
-from moldau.metadata.embedded import EmbeddedTree
+from moldau.metadata.embedded import EmbeddedSession, EmbeddedTree
+from moldau.metadata.store import Op, Stat, StoreError, Watcher
 from moldau.protocol.control import (
     AlterPartitionItem,
     ControlRequest,
@@ -36,9 +43,13 @@ class RecordingBroker:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self.received: list[ControlRequest] = []
+        # Cleared, the broker takes a request and answers once it is set again.
+        self.answering = asyncio.Event()
+        self.answering.set()
 
     async def handle_control_request(self, request: ControlRequest) -> ControlResponse:
         self.received.append(request)
+        await self.answering.wait()
         if isinstance(request, StopReplicaRequest):
             return StopReplicaResponse(
                 0, tuple(PartitionError(s.topic, s.partition, 0) for s in request.partition_states)
@@ -51,6 +62,47 @@ class RecordingBroker:
         return [r for r in self.received if isinstance(r, kind)]
 
 
+class RoundTripSession(EmbeddedSession):
+    """An embedded session whose every call yields to the event loop first, as a
+    call to ZooKeeper waits for its answer: what a controller sends goes out while
+    it waits on the store, not only once its event is done. `instant` turns that
+    off (a broker's restart registering before the controller looks)."""
+
+    instant = False
+
+    async def _round_trip(self) -> None:
+        if not self.instant:
+            await asyncio.sleep(0)
+
+    async def create(self, path: str, data: bytes = b"", **kwargs: Any) -> str:
+        await self._round_trip()
+        return await super().create(path, data, **kwargs)
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        await self._round_trip()
+        return await super().get(path, watch)
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        await self._round_trip()
+        return await super().set(path, data, version)
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        await self._round_trip()
+        await super().delete(path, version, recursive)
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        await self._round_trip()
+        return await super().exists(path, watch)
+
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        await self._round_trip()
+        return await super().get_children(path, watch)
+
+    async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
+        await self._round_trip()
+        return await super().multi(ops)
+
+
 class Cluster:
     def __init__(self, tmp: Path, n: int) -> None:
         self.tree = EmbeddedTree(tmp)
@@ -59,24 +111,59 @@ class Cluster:
         self.brokers = {i: RecordingBroker(i) for i in range(1, n + 1)}
         self.sessions: dict[int, Any] = {}
         self.controllers: dict[int, Controller] = {}
+        self.own_session = self.tree.session()
+        # Brokers whose next registration fails (once).
+        self.refuse_registration: set[int] = set()
 
-    async def start_broker(self, i: int, unclean: bool = False) -> None:
-        session = self.tree.session()
+    async def start_broker(self, i: int, unclean: bool = False, instant: bool = False) -> None:
+        session = RoundTripSession(self.tree)
+        session.instant = instant
         await session.start()
         self.sessions[i] = session
         client = MetadataClient(session)
         await client.create_top_level_paths()
         self.transport.brokers[i] = self.brokers[i]
         reg = z.BrokerRegistration(i, (z.EndPoint("PLAINTEXT", "localhost", 9000 + i),))
-        await client.register_broker(reg, self.clock.milliseconds())
+
+        async def register() -> None:
+            if i in self.refuse_registration:
+                self.refuse_registration.discard(i)
+                raise StoreError("the store refused the registration")
+            await client.register_broker(reg, self.clock.milliseconds())
+
+        await register()
+        session.instant = False
 
         async def unclean_enabled(topic: str) -> bool:
             return unclean
 
-        controller = Controller(i, client, self.transport, self.clock, unclean_enabled)
+        controller = Controller(
+            i, client, self.transport, self.clock, unclean_enabled, register_broker=register
+        )
         self.controllers[i] = controller
         await controller.start()
         await self.settle()
+
+    async def restart_at_once(self, i: int) -> None:
+        """As kill -9 and a restart whose registration replaces the old one before
+        the controller reads /brokers/ids (nothing yields in between): it sees the
+        broker bounced."""
+        await self.controllers.pop(i).close()
+        await self.sessions.pop(i).close()
+        await self.start_broker(i, instant=True)
+
+    async def cut_off(self, i: int) -> None:
+        """Broker i's session is cut off the store and expires at once; the others
+        elect a controller without it."""
+        self.sessions[i].isolate(0)
+        await self.settle()
+        assert not await self.client().store.exists(z.broker_path(i))
+
+    def mark(self) -> dict[int, int]:
+        return {b: len(broker.received) for b, broker in self.brokers.items()}
+
+    def since(self, mark: dict[int, int], b: int) -> list[ControlRequest]:
+        return self.brokers[b].received[mark[b] :]
 
     async def kill_broker(self, i: int) -> None:
         await self.controllers.pop(i).close()
@@ -100,7 +187,8 @@ class Cluster:
         return active
 
     def client(self) -> MetadataClient:
-        return MetadataClient(next(iter(self.sessions.values())))
+        """The test's own session (any broker's may be cut off)."""
+        return MetadataClient(self.own_session)
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]]) -> None:
         await TopicAdmin(self.client()).create_topic(
@@ -119,6 +207,7 @@ class Cluster:
 def run(tmp: Path, n: int, body: Callable[[Cluster], Awaitable[None]]) -> None:
     async def main() -> None:
         cluster = Cluster(tmp, n)
+        await cluster.own_session.start()
         try:
             for i in range(1, n + 1):
                 await cluster.start_broker(i)
@@ -532,6 +621,57 @@ def test_alter_partition_after_a_conflict_on_the_state_znode_answers_from_what_i
         assert (expanded.error_code, expanded.isr) == (ErrorCode.none, (1, 2, 3))
         assert (await c.state("t", 0)).leader_and_isr.isr == (1, 2, 3)
 
+
+def test_a_broker_restarted_at_once_is_not_elected_while_its_failure_is_handled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kill -9 and a restart whose registration replaces the old one before the
+    controller looks: it sees the broker bounced. While its failure is handled the
+    broker is not live, so the partitions it led go to another ISR member; then it
+    starts up again and is told to follow them, in its new epoch. (It was counted
+    live: elected again, then written leader -1 as it left the ISR, and those
+    partitions stayed without a leader for good.)"""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3], 1: [2, 3, 1], 2: [1, 2, 3]})
+        before = c.active().ctx.live_brokers[2].epoch
+        mark = c.mark()
+        with caplog.at_level(logging.INFO, "moldau.controller"):
+            await c.restart_at_once(2)
+        assert "bounced [2]" in caplog.text
+        active = c.active()
+        after = active.ctx.live_brokers[2].epoch
+        assert after > before
+        leaders = {p: (await c.state("t", p)).leader_and_isr.leader for p in range(3)}
+        assert leaders == {0: 1, 1: 3, 2: 1}
+        told = [r for r in c.since(mark, 2) if isinstance(r, LeaderAndIsrRequest)]
+        assert {r.broker_epoch for r in c.since(mark, 2)} == {after}
+        states = [s for r in told for s in r.partition_states]
+        assert [s.partition for s in states if s.leader == 2] == []  # never told to lead
+        assert {s.partition: s.leader for s in states} == leaders
+
+    run(tmp_path, 3, body)
+
+
+def test_a_partition_left_without_a_leader_by_its_replica_going_offline_is_elected_again(
+    tmp_path: Path,
+) -> None:
+    """Taking a partition's leader out of its ISR writes leader -1: the partition is
+    Offline then, so the next election gives it a leader (it stayed Online, which no
+    election looks at)."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 1, 3]})
+        active = c.active()
+        tp = TopicPartition("t", 0)
+        await active.replica_sm.handle_state_changes(
+            [PartitionReplica(tp, 2)], ReplicaState.OFFLINE
+        )
+        assert (await c.state("t", 0)).leader_and_isr.leader == -1
+        await active.partition_sm.trigger_online_partition_state_change()
+        active.batch.send()
+        assert (await c.state("t", 0)).leader_and_isr.leader == 1
+
     run(tmp_path, 3, body)
 
 
@@ -572,5 +712,154 @@ def test_a_state_znode_written_in_a_newer_controller_epoch_makes_the_controller_
         assert active.ctx.epoch == 2
         state = await c.state("t", 0)
         assert state.leader_and_isr.leader in (1, 3)
+
+
+def test_a_controller_whose_session_expired_resigns_before_anything_else(
+    tmp_path: Path,
+) -> None:
+    """Broker 1, the controller, is cut off past its session while broker 3, dead
+    before, starts again. Healed, broker 1 hears of the expiry before anything of
+    the new session: it resigns, registers again, then takes part in the election.
+    No request of its old epoch reaches a broker after the heal (it handled its
+    BrokerChange first, as the controller it no longer was, and sent the restarted
+    broker UpdateMetadata from stale state), and the new controller tells it to
+    follow its partitions, in its new broker epoch."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+        assert c.active().broker_id == 1
+        await c.kill_broker(3)
+        await c.cut_off(1)
+        # (broker 1, cut off, still believes it is the controller)
+        assert (c.controllers[2].is_active, c.controllers[2].ctx.epoch) == (True, 2)
+        await c.start_broker(3)
+        # Its watches fire as the ZooKeeper backend's do when the connection drops
+        # (children first): the BrokerChange waits for the store, in progress.
+        c.controllers[1].enqueue(BrokerChange())
+        c.controllers[1].enqueue(ControllerChange())
+        for _ in range(100):
+            if c.controllers[1].processing is not None:
+                break
+            await asyncio.sleep(0)
+        assert c.controllers[1].processing == BrokerChange()
+        mark = c.mark()
+        c.sessions[1].heal()
+        await c.settle()
+        stale = [
+            (b, type(r).__name__) for b in c.brokers for r in c.since(mark, b)
+            if r.controller_epoch < 2
+        ]  # fmt: skip
+        assert stale == []
+        registration = await c.own_session.exists(z.broker_path(1))
+        assert registration is not None
+        assert registration.ephemeral_owner == c.sessions[1].session_id
+        active = c.active()
+        assert active.broker_id == 2
+        assert active.ctx.live_brokers[1].epoch == registration.czxid
+        told = [r for r in c.since(mark, 1) if isinstance(r, LeaderAndIsrRequest)]
+        assert {s.partition for r in told for s in r.partition_states} == {0, 1, 2}
+        assert {r.broker_epoch for r in told} == {registration.czxid}
+
+    run(tmp_path, 3, body)
+
+
+def test_a_broker_stands_for_election_only_once_registered_on_its_new_session(
+    tmp_path: Path,
+) -> None:
+    """Healed after its session expired, broker 1 fails to register at first; the
+    controller is gone meanwhile. It does not lead a cluster it is not live in
+    (its controller would never count itself live): it tries again, then stands,
+    and as controller counts itself live."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2]})
+        await c.cut_off(1)
+        await c.kill_broker(2)
+        c.refuse_registration.add(1)
+        c.sessions[1].heal()
+        await c.settle()
+        assert await c.own_session.exists(z.CONTROLLER) is None
+        assert not c.controllers[1].is_active
+        for _ in range(int(REGISTER_RETRY_S * 3 / 0.01)):
+            if c.controllers[1].is_active:
+                break
+            await asyncio.sleep(0.01)
+        await c.settle()
+        assert c.active().ctx.live_broker_ids == {1}
+
+    run(tmp_path, 2, body)
+
+
+def test_what_a_deposed_controller_had_built_never_goes_out(tmp_path: Path) -> None:
+    """The controller's epoch is taken while it handles a bounce: its write fails
+    half way, after it built a StopReplica for the old incarnation. It resigns and
+    wins the next election: nothing built in the old epoch goes out in the new one
+    (the restarted broker got a StopReplica for the replica it was to follow)."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [2, 3]})
+        _, stat = await c.own_session.get(z.CONTROLLER_EPOCH)
+        await c.own_session.set(z.CONTROLLER_EPOCH, b"5", stat.version)
+        mark = c.mark()
+        await c.restart_at_once(3)
+        active = c.active()
+        assert (active.broker_id, active.ctx.epoch) == (1, 6)
+        assert [r for r in c.since(mark, 3) if isinstance(r, StopReplicaRequest)] == []
+        told = [s for r in c.since(mark, 3) if isinstance(r, LeaderAndIsrRequest)
+                for s in r.partition_states]  # fmt: skip
+        assert [(s.partition, s.leader) for s in told] == [(0, 2)]
+
+    run(tmp_path, 3, body)
+
+
+def test_an_event_that_fails_leaves_nothing_for_the_next_to_send(tmp_path: Path) -> None:
+    """A controlled shutdown fails half way (the store refuses the ISR write after
+    the follower's StopReplica was built): the next event does not send that
+    StopReplica, which would stop a replica the controller still counts online."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 3]})
+        active = c.active()
+        client = active.client
+        written = client.update_partition_state
+
+        async def refuse(*_: object) -> None:
+            raise StoreError("the store failed")
+
+        client.update_partition_state = refuse  # type: ignore[assignment,method-assign]
+        epoch = active.ctx.live_brokers[3].epoch
+        error, _ = await active.controlled_shutdown(3, epoch)
+        assert error == ErrorCode.unknown_server_error
+        client.update_partition_state = written  # type: ignore[method-assign]
+        mark = c.mark()
+        await c.create_topic("u", {0: [1]})
+        assert c.since(mark, 1)  # the next event did send
+        assert [r for r in c.since(mark, 3) if isinstance(r, StopReplicaRequest)] == []
+
+    run(tmp_path, 3, body)
+
+
+def test_requests_waiting_for_a_broker_are_dropped_when_the_controller_resigns(
+    tmp_path: Path,
+) -> None:
+    """Broker 3 answers slowly and requests wait for it when the controller's epoch
+    is taken: it resigns (and wins the next election), and none of the requests of
+    its old epoch still waiting goes out (Kafka's removeBroker clears the queue)."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2, 3]})
+        c.brokers[3].answering.clear()
+        await c.create_topic("u", {0: [1, 2]})
+        await c.create_topic("v", {0: [2, 1]})
+        _, stat = await c.own_session.get(z.CONTROLLER_EPOCH)
+        await c.own_session.set(z.CONTROLLER_EPOCH, b"5", stat.version)
+        await c.create_topic("w", {0: [1, 2]})
+        assert c.active().ctx.epoch == 6
+        mark = c.mark()
+        c.brokers[3].answering.set()
+        await c.settle()
+        late = [r for r in c.since(mark, 3) if r.controller_epoch < 6]
+        assert late == []
+        assert c.since(mark, 3)  # what the new epoch sends it does arrive
 
     run(tmp_path, 3, body)

@@ -86,9 +86,18 @@ class ControllerChannelManager:
         self._tasks.spawn(self._send_loop(broker_id, queue), f"send-{broker_id}")
 
     def remove_broker(self, broker_id: int) -> None:
+        """Stop sending to `broker_id`: what waits in its queue is dropped (Kafka's
+        removeExistingBroker clears it), being meant for a registration that is gone
+        or from a controller that resigned."""
         queue = self._queues.pop(broker_id, None)
         if queue is not None:
+            while not queue.empty():
+                queue.get_nowait()
             queue.put_nowait((None, None))  # type: ignore[arg-type]  # stop marker
+
+    def remove_all_brokers(self) -> None:
+        for broker_id in list(self._queues):
+            self.remove_broker(broker_id)
 
     def send(
         self, broker_id: int, request: ControlRequest, callback: Callback | None = None
@@ -237,20 +246,33 @@ class ControllerBrokerRequestBatch:
                 tuple(r for r in replicas if not ctx.is_replica_online(r, tp, True)),
             )
 
+    def clear(self) -> None:
+        """Forget what was added (an event failed half way, or the controller
+        resigned): none of it may go out later, under another epoch."""
+        self.leader_and_isr = {}
+        self.stop_replica = {}
+        self.stop_replica_callbacks = {}
+        self.update_metadata_brokers = set()
+        self.update_metadata_partitions = {}
+
     def send(self) -> None:
+        """Send what was added, to brokers registered now (as Kafka's batch, which
+        leaves out the others), each request carrying the broker's epoch."""
         ctx = self.context
         live_leaders = tuple(
             LiveLeader(b.id, b.endpoints[0].host, b.endpoints[0].port)
             for b in ctx.live_brokers.values()
         )
         for broker_id, states in self.leader_and_isr.items():
+            if broker_id not in ctx.live_brokers:
+                continue
             topics = {tp.topic for tp in states}
             self.channel.send(
                 broker_id,
                 LeaderAndIsrRequest(
                     self.controller_id,
                     ctx.epoch,
-                    ctx.live_brokers[broker_id].epoch if broker_id in ctx.live_brokers else -1,
+                    ctx.live_brokers[broker_id].epoch,
                     tuple(states.values()),
                     {t: ctx.topic_ids[t] for t in topics if t in ctx.topic_ids},
                     live_leaders,
@@ -285,18 +307,16 @@ class ControllerBrokerRequestBatch:
                     ),
                 )
         for broker_id, stops in self.stop_replica.items():
+            if broker_id not in ctx.live_brokers:
+                continue
             self.channel.send(
                 broker_id,
                 StopReplicaRequest(
                     self.controller_id,
                     ctx.epoch,
-                    ctx.live_brokers[broker_id].epoch if broker_id in ctx.live_brokers else -1,
+                    ctx.live_brokers[broker_id].epoch,
                     tuple(stops.values()),
                 ),
                 self.stop_replica_callbacks.get(broker_id),
             )
-        self.leader_and_isr = {}
-        self.stop_replica = {}
-        self.stop_replica_callbacks = {}
-        self.update_metadata_brokers = set()
-        self.update_metadata_partitions = {}
+        self.clear()

@@ -4,6 +4,10 @@ Every broker runs one; the one that creates the ephemeral /controller node is
 active. It is one task draining an event queue: store watches and broker responses
 only enqueue events. Every store write it makes is conditional on the controller
 epoch; a conflict means another controller exists, and this one resigns.
+
+When the store's session expires, the queue is cleared and Expire handled first
+(the event in progress is abandoned): the controller resigns; on the new session
+the broker registers again and only then takes part in the election, as Kafka's.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from moldau.controller.events import (
     ControllerChange,
     ControllerEvent,
     ElectLeadersRequested,
+    Expire,
     LeaderAndIsrResponseReceived,
     LogDirEventNotification,
     PartitionModifications,
+    RegisterBrokerAndReelect,
     Startup,
     TopicChange,
     TopicDeletion,
@@ -50,7 +56,7 @@ from moldau.controller.rebalance import partitions_to_rebalance
 from moldau.controller.replica_state_machine import ReplicaStateMachine
 from moldau.controller.states import PartitionState, ReplicaState
 from moldau.metadata.client import ControllerMovedError, MetadataClient
-from moldau.metadata.store import BadVersionError, WatchedEvent
+from moldau.metadata.store import BadVersionError, SessionState, StoreError, WatchedEvent
 from moldau.metadata.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from moldau.protocol.control import (
     AlterPartitionItem,
@@ -64,6 +70,9 @@ from moldau.storage.partition_name import TopicPartition
 from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
+
+# How long a broker that could not register again on a new session waits to retry.
+REGISTER_RETRY_S = 1.0
 
 
 class NotControllerError(Exception):
@@ -88,7 +97,10 @@ class Controller:
         unclean_election_enabled: Callable[[str], Awaitable[bool]],
         delete_topic_enable: bool = True,
         leader_rebalance: LeaderRebalance | None = None,
+        register_broker: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`register_broker` registers the broker again on a new store session (the
+        broker registers itself before it starts the controller)."""
         self.broker_id = broker_id
         self.leader_rebalance = leader_rebalance
         self.client = client
@@ -109,6 +121,13 @@ class Controller:
         self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self._tasks = TaskOwner("controller")
         self._topic_watches: dict[str, Callable[[WatchedEvent], None]] = {}
+        self._register_broker = register_broker
+        # Whether the broker is registered on the store's current session: only then
+        # may it become controller (it would not count itself live otherwise).
+        self._registered = True
+        # The event being handled, in a task of its own that a session expiry cancels.
+        self._processing: tuple[ControllerEvent, asyncio.Task[None]] | None = None
+        self._handling: ControllerEvent | None = None
         # Set whenever the event queue is drained (for tests and orderly shutdown).
         self.idle = asyncio.Event()
 
@@ -116,7 +135,14 @@ class Controller:
     def is_active(self) -> bool:
         return self.active_controller_id == self.broker_id
 
+    @property
+    def processing(self) -> ControllerEvent | None:
+        """The event being handled, once its handling has begun (for tests and
+        diagnostics)."""
+        return self._handling
+
     async def start(self) -> None:
+        self.client.store.add_session_listener(self._on_session_state)
         self._tasks.spawn(self._run(), "events")
         if self.leader_rebalance is not None:
             self._tasks.spawn(self._leader_imbalance_timer(), "leader-imbalance-check")
@@ -146,33 +172,50 @@ class Controller:
     async def _run(self) -> None:
         while True:
             event = await self._queue.get()
+            task = self._tasks.spawn(self._handle(event), type(event).__name__)
+            self._processing = event, task
             try:
-                await self._process(event)
-            except ControllerMovedError:
-                log.info("controller %d: the controller epoch moved on; resigning", self.broker_id)
-                await self._trigger_controller_move()
-            except Exception:
-                # Like Kafka's event manager: log the failure with its traceback and go
-                # on with the next event rather than leave the cluster without one.
-                log.exception("controller %d failed to process %s", self.broker_id, event)
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the controller is closing
+                log.info("controller %d: %s abandoned: the session expired", self.broker_id,
+                         event)  # fmt: skip
+            finally:
+                self._processing = None
             if self._queue.empty():
                 self.idle.set()
 
+    async def _handle(self, event: ControllerEvent) -> None:
+        self._handling = event
+        try:
+            await self._process(event)
+        except ControllerMovedError:
+            log.info("controller %d: the controller epoch moved on; resigning", self.broker_id)
+            await self._trigger_controller_move()
+        except Exception:
+            # Like Kafka's event manager: log the failure with its traceback and go
+            # on with the next event rather than leave the cluster without one. What
+            # the event added to the batch goes: the next event must not send it.
+            log.exception("controller %d failed to process %s", self.broker_id, event)
+            self.batch.clear()
+        finally:
+            self._handling = None
+
     async def _process(self, event: ControllerEvent) -> None:
+        if isinstance(event, Expire):
+            self.active_controller_id = None
+            self._resign()
+            return
+        if isinstance(event, RegisterBrokerAndReelect):
+            await self._register_and_reelect()
+            return
         if isinstance(event, Startup | ControllerChange):
             await self._elect()
             return
         if not self.is_active:
-            if isinstance(event, AlterPartitionReceived) and not event.answer.done():
-                event.answer.set_result((ErrorCode.not_controller, ()))
-            if (
-                isinstance(
-                    event,
-                    ElectLeadersRequested | ControlledShutdownRequested | ApiPartitionReassignment,
-                )
-                and not event.answer.done()
-            ):
-                event.answer.set_exception(NotControllerError())
+            self._preempt(event)
             return
         if isinstance(event, BrokerChange):
             await self._process_broker_change()
@@ -206,6 +249,68 @@ class Controller:
                      event.topic)  # fmt: skip
             await self.partition_sm.trigger_online_partition_state_change(event.topic)
             self.batch.send()
+
+    @staticmethod
+    def _preempt(event: ControllerEvent) -> None:
+        """Answer whoever waits on `event`: this broker is not the controller."""
+        if isinstance(event, AlterPartitionReceived) and not event.answer.done():
+            event.answer.set_result((ErrorCode.not_controller, ()))
+        if (
+            isinstance(
+                event,
+                ElectLeadersRequested | ControlledShutdownRequested | ApiPartitionReassignment,
+            )
+            and not event.answer.done()
+        ):
+            event.answer.set_exception(NotControllerError())
+
+    # -- the store's session -------------------------------------------------------------
+
+    def _on_session_state(self, state: SessionState) -> None:
+        if state == SessionState.EXPIRED:
+            self._on_session_expired()
+        else:
+            self.enqueue(RegisterBrokerAndReelect())
+
+    def _on_session_expired(self) -> None:
+        """Kafka's beforeInitializingSession: clearAndPut(Expire), and the new session
+        waits until it is handled. Here the store's requests go on in the new session,
+        so the event in progress is cancelled instead (in Kafka its requests fail at
+        once with SESSIONEXPIRED), and nothing more goes to the brokers: its watches
+        (a BrokerChange before the ControllerChange) would be handled by a controller
+        that is not one, from stale state."""
+        log.warning("broker %d: the store session expired; resigning first", self.broker_id)
+        self._registered = False
+        self.active_controller_id = None
+        self.channel.remove_all_brokers()
+        while not self._queue.empty():
+            self._preempt(self._queue.get_nowait())
+        self.enqueue(Expire())
+        if self._processing is not None:
+            event, task = self._processing
+            self._preempt(event)
+            task.cancel()
+
+    async def _register_and_reelect(self) -> None:
+        """Kafka's processRegisterBrokerAndReelect: the broker registers on the new
+        session before it takes part in the election, so that as controller it
+        counts itself live and sends itself what it must lead or follow."""
+        if self._register_broker is not None:
+            try:
+                await self._register_broker()
+            except StoreError as e:
+                log.error(
+                    "broker %d could not register again (%s); trying again in %.0f s",
+                    self.broker_id, e, REGISTER_RETRY_S,
+                )  # fmt: skip
+                self._tasks.spawn(self._register_again_later(), "register-again")
+                return
+        self._registered = True
+        await self._elect()
+
+    async def _register_again_later(self) -> None:
+        await asyncio.sleep(REGISTER_RETRY_S)
+        self.enqueue(RegisterBrokerAndReelect())
 
     # -- watches (they only enqueue) -----------------------------------------------------
 
@@ -248,7 +353,7 @@ class Controller:
         self.active_controller_id = await self.client.get_controller_id(self._on_controller_node)
         if was_active and not self.is_active:
             self._resign()
-        if self.active_controller_id is not None:
+        if self.active_controller_id is not None or not self._registered:
             return
         won = await self.client.try_become_controller(self.broker_id, self.clock.milliseconds())
         if won is None:
@@ -274,8 +379,9 @@ class Controller:
     def _resign(self) -> None:
         if self.ctx.epoch:
             log.info("broker %d resigns as controller", self.broker_id)
-        for broker_id in list(self.ctx.live_brokers):
-            self.channel.remove_broker(broker_id)
+        # Nothing built under this epoch may go out, now or under a later one.
+        self.channel.remove_all_brokers()
+        self.batch.clear()
         self.ctx.reset()
         self._topic_watches.clear()
         if self.active_controller_id == self.broker_id:
@@ -337,15 +443,19 @@ class Controller:
     # -- brokers -------------------------------------------------------------------------
 
     async def _process_broker_change(self) -> None:
+        """Kafka's processBrokerChange. A bounced broker (registered again under a new
+        epoch since last seen) is not live while its failure is handled, so no
+        election picks it, then starts up again."""
         ctx = self.ctx
         current = await self.client.get_all_brokers(self._on_brokers)
         previous = dict(ctx.live_brokers)
         new = sorted(set(current) - set(previous))
         dead = sorted(set(previous) - set(current))
         bounced = sorted(
-            b for b in set(current) & set(previous) if current[b].epoch != previous[b].epoch
+            b for b in set(current) & set(previous) if current[b].epoch > previous[b].epoch
         )
-        ctx.live_brokers = current
+        for b in (set(current) & set(previous)) - set(bounced):
+            ctx.live_brokers[b] = current[b]
         for b in dead:
             self.channel.remove_broker(b)
         for b in bounced:
@@ -355,11 +465,17 @@ class Controller:
         if new or dead or bounced:
             log.info("brokers: new %s, dead %s, bounced %s", new, dead, bounced)
         if new:
+            ctx.live_brokers.update({b: current[b] for b in new})
             await self._on_broker_startup(set(new))
         if bounced:
+            for b in bounced:
+                del ctx.live_brokers[b]
             await self._on_broker_failure(set(bounced))
+            ctx.live_brokers.update({b: current[b] for b in bounced})
             await self._on_broker_startup(set(bounced))
         if dead:
+            for b in dead:
+                del ctx.live_brokers[b]
             await self._on_broker_failure(set(dead))
 
     async def _on_broker_startup(self, new: set[int]) -> None:

@@ -27,6 +27,18 @@ class ControllerChange:
 
 
 @dataclass(frozen=True, slots=True)
+class Expire:
+    """The metadata store's session expired: resign before anything else (Kafka's
+    Expire, put first in a cleared queue)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerAndReelect:
+    """A new session replaced the expired one: register the broker again, then take
+    part in the election (Kafka's RegisterBrokerAndReelect)."""
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerChange:
     pass
 
@@ -124,6 +136,8 @@ class ZkPartitionReassignment:
 
 ControllerEvent = (
     Startup
+    | Expire
+    | RegisterBrokerAndReelect
     | ApiPartitionReassignment
     | ZkPartitionReassignment
     | ControllerChange

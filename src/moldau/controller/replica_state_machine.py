@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from moldau.controller.channel import Callback, ControllerBrokerRequestBatch
 from moldau.controller.context import ControllerContext, PartitionReplica
 from moldau.controller.partition_state_machine import refresh_leadership
-from moldau.controller.states import ReplicaState, is_valid_replica_transition
+from moldau.controller.states import PartitionState, ReplicaState, is_valid_replica_transition
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import BadVersionError
 from moldau.metadata.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -132,5 +132,9 @@ class ReplicaStateMachine:
                 continue
             result = LeaderIsrAndControllerEpoch(written, self.ctx.epoch)
             self.ctx.leadership[pr.tp] = result
+            online = self.ctx.partition_state(pr.tp) == PartitionState.ONLINE
+            if new_leader == LeaderAndIsr.NO_LEADER and online:
+                # Left without a leader: Offline, so that the next election looks at it.
+                self.ctx.partition_states[pr.tp] = PartitionState.OFFLINE
             return result
         return None

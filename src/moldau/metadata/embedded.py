@@ -31,6 +31,8 @@ from moldau.metadata.store import (
     NotEmptyError,
     Op,
     SessionExpiredError,
+    SessionListener,
+    SessionState,
     SetDataOp,
     Stat,
     StorePersistError,
@@ -362,8 +364,9 @@ class EmbeddedSession(MetadataStore):
     """A broker's session. `isolate` cuts it off as a network partition cuts a
     ZooKeeper client off: operations wait, watch events are held, and after the
     session timeout the session expires (its ephemeral nodes go); `heal` reconnects,
-    on a new session if it expired, and delivers what was held, as the ZooKeeper
-    backend does after a reconnect."""
+    on a new session if it expired (the session listeners hear EXPIRED, then
+    RENEWED), and delivers what was held, as the ZooKeeper backend does after a
+    reconnect."""
 
     def __init__(self, tree: EmbeddedTree) -> None:
         self._tree = tree
@@ -373,6 +376,7 @@ class EmbeddedSession(MetadataStore):
         self._held: list[tuple[Watcher, WatchedEvent]] = []
         self._expiry: asyncio.TimerHandle | None = None
         self._expired = False
+        self._session_listeners: list[SessionListener] = []
 
     @property
     def session_id(self) -> int:
@@ -380,6 +384,9 @@ class EmbeddedSession(MetadataStore):
 
     async def start(self) -> None:
         self._sid = self._tree.open_session()
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        self._session_listeners.append(listener)
 
     async def close(self) -> None:
         if self._expiry is not None:
@@ -403,12 +410,20 @@ class EmbeddedSession(MetadataStore):
             self._expiry.cancel()
             self._expiry = None
         if self._expired:
+            # As a ZooKeeper client learns of the expiry on reconnecting: before any
+            # answer on the new session, and before the events held meanwhile.
             self._expired = False
+            self._tell(SessionState.EXPIRED)
             self._sid = self._tree.open_session()
+            self._tell(SessionState.RENEWED)
         self._connected.set()
         held, self._held = self._held, []
         for watch, event in held:
             watch(event)
+
+    def _tell(self, state: SessionState) -> None:
+        for listener in list(self._session_listeners):
+            listener(state)
 
     async def _reachable(self) -> None:
         if not self._connected.is_set():

@@ -75,6 +75,19 @@ class WatchedEvent:
 
 Watcher = Callable[[WatchedEvent], None]
 
+
+class SessionState(Enum):
+    """What a session listener hears (Kafka's StateChangeHandler)."""
+
+    # The session expired: its ephemeral nodes and watches are gone. Heard before
+    # any answer given on the session that replaces it.
+    EXPIRED = "expired"
+    # A new session replaces the expired one (heard after EXPIRED).
+    RENEWED = "renewed"
+
+
+SessionListener = Callable[[SessionState], None]
+
 ANY_VERSION = -1
 
 
@@ -117,6 +130,12 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def add_session_listener(self, listener: SessionListener) -> None:
+        """Hear of the session's expiry and renewal, on the event loop. The client
+        learns of an expiry when it reaches the service again, so EXPIRED and
+        RENEWED come together, EXPIRED first."""
 
     @abc.abstractmethod
     async def close(self) -> None:

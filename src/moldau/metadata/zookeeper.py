@@ -4,11 +4,13 @@ kazoo is synchronous and runs its own connection thread. Each operation runs on 
 worker thread and is retried through a connection loss and through a session
 expiry (then on the new session), as Kafka's ZooKeeperClient holds requests until
 it is connected again. A retried create may find the node it made before the
-connection dropped (NodeExistsError), as in Kafka. When a session expires, every
-pending watcher gets SESSION_EXPIRED: the ephemeral nodes and watches of the old
-session are gone and its owner must register them again. Watch callbacks arrive on
-kazoo's thread and are handed to the event loop, so watchers run there, as with
-the embedded backend.
+connection dropped (NodeExistsError), as in Kafka. When the connection drops or the
+session expires, every pending watcher gets SESSION_EXPIRED: the ephemeral nodes and
+watches of an expired session are gone and its owner must register them again; the
+session listeners hear EXPIRED, then RENEWED once a new session is connected, before
+any answer given on it. Watch and state callbacks arrive on kazoo's threads and are
+handed to the event loop, so watchers and listeners run there, as with the embedded
+backend.
 
 `zookeeper.connect` takes Kafka's form, `host:port[,host:port...][/chroot]`; the
 chroot is created when missing, as Kafka does.
@@ -27,8 +29,8 @@ from typing import Any, TypeVar
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType as KazooEventType
+from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.protocol.states import WatchedEvent as KazooWatchedEvent
-from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
 from moldau.metadata.store import (
@@ -44,6 +46,8 @@ from moldau.metadata.store import (
     NotEmptyError,
     Op,
     SessionExpiredError,
+    SessionListener,
+    SessionState,
     SetDataOp,
     Stat,
     StoreError,
@@ -123,6 +127,9 @@ class ZooKeeperStore(MetadataStore):
         # get threads of their own, so they neither starve the event loop's default
         # executor (log flushes) nor keep `close` from running.
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="zookeeper")
+        self._session_listeners: list[SessionListener] = []
+        # Set by kazoo's connection thread when the session is lost, until a new one.
+        self._session_lost = False
 
     @property
     def session_id(self) -> int:
@@ -157,6 +164,7 @@ class ZooKeeperStore(MetadataStore):
             # expired, as Kafka's ZooKeeperClient does (kazoo's default gives up).
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
         )
+        self._zk.add_listener(self._on_state)
         try:
             await asyncio.to_thread(self._zk.start, self._connection_timeout_s)
         except Exception as e:
@@ -181,6 +189,31 @@ class ZooKeeperStore(MetadataStore):
             threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
             await done
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        self._session_listeners.append(listener)
+
+    def _on_state(self, state: KazooState) -> None:
+        """On kazoo's connection thread. LOST comes when ZooKeeper answers a reconnect
+        with an expired session, before the requests waiting on it fail and are
+        retried on a new one: handed to the loop now, it is heard before their answers."""
+        loop = self._loop
+        if loop is None or self._zk is None:
+            return  # closing
+        if state == KazooState.LOST:
+            self._session_lost = True
+            loop.call_soon_threadsafe(self._tell, SessionState.EXPIRED)
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            loop.call_soon_threadsafe(self._tell, SessionState.RENEWED)
+
+    def _tell(self, state: SessionState) -> None:
+        if self._zk is None:
+            return
+        level = logging.WARNING if state == SessionState.EXPIRED else logging.INFO
+        log.log(level, "ZooKeeper session %s", state.value)
+        for listener in list(self._session_listeners):
+            listener(state)
 
     # -- plumbing ------------------------------------------------------------------------
 

@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from moldau.protocol.errors import ErrorCode
+
+# A control request's broker epoch when the controller does not know it (Kafka's
+# AbstractControlRequest.UNKNOWN_BROKER_EPOCH): never stale.
+UNKNOWN_BROKER_EPOCH = -1
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartitionState:
@@ -146,3 +152,15 @@ class AlterPartitionResult:
 
 ControlRequest = LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest
 ControlResponse = LeaderAndIsrResponse | StopReplicaResponse | UpdateMetadataResponse
+
+
+def stale_broker_epoch_response(request: ControlRequest) -> ControlResponse:
+    """The answer to a request meant for the broker's previous registration (Kafka's
+    STALE_BROKER_EPOCH; a LeaderAndIsr's names each partition, as getErrorResponse)."""
+    code = ErrorCode.stale_broker_epoch
+    if isinstance(request, LeaderAndIsrRequest):
+        errors = tuple(PartitionError(s.topic, s.partition, code) for s in request.partition_states)
+        return LeaderAndIsrResponse(code, errors)
+    if isinstance(request, StopReplicaRequest):
+        return StopReplicaResponse(code)
+    return UpdateMetadataResponse(code)

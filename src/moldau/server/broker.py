@@ -26,13 +26,14 @@ from moldau.controller.controller import Controller, LeaderRebalance
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
-from moldau.metadata.store import MetadataStore, StoreError, WatchedEvent
-from moldau.metadata.znodes import BrokerRegistration, EndPoint, broker_path, new_cluster_id
+from moldau.metadata.store import MetadataStore, StoreError
+from moldau.metadata.znodes import BrokerRegistration, EndPoint, new_cluster_id
 from moldau.protocol import alter_partition as ap
 from moldau.protocol import controlled_shutdown
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import encode_body
 from moldau.protocol.control import (
+    UNKNOWN_BROKER_EPOCH,
     AlterPartitionItem,
     AlterPartitionResult,
     ControlRequest,
@@ -41,8 +42,14 @@ from moldau.protocol.control import (
     StopReplicaRequest,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    stale_broker_epoch_response,
 )
-from moldau.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
+from moldau.protocol.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    KafkaError,
+    StaleControllerEpochError,
+)
 from moldau.protocol.wire import Reader
 from moldau.replication.fetcher import FetcherConfig
 from moldau.replication.purgatory import AsyncioTimer, Timer
@@ -205,6 +212,7 @@ class Broker:
             )
             if config["auto.leader.rebalance.enable"]
             else None,
+            register_broker=self._register,
         )
         self.config_manager.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
@@ -289,9 +297,11 @@ class Broker:
         self.serving.set()
 
     async def _register(self) -> None:
-        """Register (ephemeral) and watch the registration. On ZooKeeper, one left by
-        this id's killed process lasts until its session expires: wait that out
-        rather than fail at once."""
+        """Register (ephemeral); the broker epoch is the registration's czxid. On
+        ZooKeeper, one left by this id's killed process lasts until its session
+        expires: wait that out rather than fail at once. The controller calls this
+        again on a new session, before it takes part in the election (Kafka's
+        RegisterBrokerAndReelect)."""
         config = self.config
         wait_s = (
             config["zookeeper.session.timeout.ms"] / 1000 + 1 if config["zookeeper.connect"] else 0
@@ -300,23 +310,7 @@ class Broker:
         self.epoch = await self.client.register_broker(
             registration, self.clock.milliseconds(), wait_s=wait_s
         )
-        await self.store.exists(broker_path(self.broker_id), self._on_registration_event)
-
-    def _on_registration_event(self, _: WatchedEvent) -> None:
-        # The registration is ephemeral: when the store's session expires it is gone,
-        # and the broker registers again on the new session, as Kafka's broker does.
-        with contextlib.suppress(RuntimeError):  # shutting down
-            self.tasks.spawn(self._check_registration(), "registration")
-
-    async def _check_registration(self) -> None:
-        path = broker_path(self.broker_id)
-        stat = await self.store.exists(path, self._on_registration_event)
-        if stat is not None and stat.ephemeral_owner == self.store.session_id:
-            return  # still ours (a data change, or a reconnect within the session)
-        log.warning(
-            "broker %d: registration lost with its session; registering again", self.broker_id
-        )
-        await self._register()
+        log.info("broker %d registered, broker epoch %d", self.broker_id, self.epoch)
 
     def _topics_on_disk(self) -> set[str]:
         topics = set()
@@ -547,6 +541,15 @@ class Broker:
     # -- control requests from the controller -------------------------------------------
 
     async def handle_control_request(self, request: ControlRequest) -> ControlResponse:
+        if request.broker_epoch != UNKNOWN_BROKER_EPOCH and request.broker_epoch < self.epoch:
+            # Meant for this broker's previous registration (Kafka's isBrokerEpochStale):
+            # built before the controller saw it restart, or by a deposed controller.
+            log.info(
+                "broker %d: ignoring %s of broker epoch %d < %d from controller %d (epoch %d)",
+                self.broker_id, type(request).__name__, request.broker_epoch, self.epoch,
+                request.controller_id, request.controller_epoch,
+            )  # fmt: skip
+            return stale_broker_epoch_response(request)
         if isinstance(request, LeaderAndIsrRequest):
             await self.config_manager.ensure_loaded({s.topic for s in request.partition_states})
             led = self.replica_manager.become_leader_or_follower(request)
@@ -567,7 +570,20 @@ class Broker:
                     self.config_manager.forget(s.topic)
             return response
         if isinstance(request, UpdateMetadataRequest):
-            self.metadata_cache.update(request)
+            # One controller epoch for the three requests, as Kafka's ReplicaManager
+            # keeps: a deposed controller's UpdateMetadata is refused once a
+            # LeaderAndIsr of its successor has come, and the other way round.
+            rm = self.replica_manager
+            try:
+                if request.controller_epoch < rm.controller_epoch:
+                    raise StaleControllerEpochError(
+                        f"controller epoch {request.controller_epoch} < {rm.controller_epoch}"
+                    )
+                self.metadata_cache.update(request)
+            except StaleControllerEpochError as e:
+                log.info("broker %d: ignoring UpdateMetadata: %s", self.broker_id, e)
+                return UpdateMetadataResponse(e.code)
+            rm.controller_epoch = request.controller_epoch
             return UpdateMetadataResponse(ErrorCode.none)
         raise TypeError(f"unknown control request {type(request).__name__}")
 

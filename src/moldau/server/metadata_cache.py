@@ -13,6 +13,7 @@ from moldau.protocol.control import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from moldau.protocol.errors import StaleControllerEpochError
 from moldau.storage.partition_name import TopicPartition
 
 
@@ -29,9 +30,13 @@ class MetadataCache:
         self.listeners: list[Callable[[], None]] = []
 
     def update(self, request: UpdateMetadataRequest) -> set[str]:
-        """Apply an UpdateMetadata; returns the topics it removed."""
+        """Apply an UpdateMetadata; returns the topics it removed. One from an older
+        controller epoch than the last is refused (StaleControllerEpochError, as
+        Kafka's ControllerMovedException) and changes nothing."""
         if request.controller_epoch < self.controller_epoch:
-            return set()
+            raise StaleControllerEpochError(
+                f"controller epoch {request.controller_epoch} < {self.controller_epoch}"
+            )
         self.controller_epoch = request.controller_epoch
         self.controller_id = request.controller_id
         self.brokers = {b.id: b for b in request.live_brokers}
