@@ -1,10 +1,18 @@
 """Log compaction (Kafka's LogCleaner) for topics with cleanup.policy=compact.
 
 One pass over a log: map each key to its latest offset in the dirty section (from
-the cleaner checkpoint to the first uncleanable offset), then rewrite every segment
+the cleaner checkpoint to the first uncleanable offset), then rewrite the segments
 below that offset keeping, per batch, only the records that are the latest for their
 key; tombstones (null values) also go once they are older than delete.retention.ms.
-Each cleaned segment replaces its original with a crash-safe swap.
+Adjacent segments are cleaned together into one while their sizes add up to at most
+segment.bytes (Kafka's groupSegmentsBySize): compaction shrinks segments, and without
+merging them a compacted topic would keep every segment it ever rolled, each with
+its open files. Each cleaned segment replaces its group with a crash-safe swap; a
+group of one segment from which nothing was removed is left as it is.
+
+The last batch of the pass stays, as its header alone if every record in it is
+superseded, so the cleaned part of the log still ends where it did (Kafka's
+upperBoundOffsetOfCleaningRound).
 
 A producer's last batch is never dropped: when every record in it is superseded, its
 header stays with no records (Kafka's RETAIN_EMPTY), so that a replica that rebuilds
@@ -35,12 +43,13 @@ from moldau.storage.segment import LogSegment
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # Batches processed between two yields.
 _STEP = 200
+_MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
 class CleanResult:
     first_dirty_offset: int  # where the next pass starts
-    segments: int
+    segments: int  # cleaned segments swapped in
     bytes_before: int
     bytes_after: int
     records_removed: int
@@ -106,42 +115,91 @@ def clean(
     ) - log.config.delete_retention_ms
     before = after = removed = 0
     done = 0
-    for seg in segments:
-        drop_tombstones = seg.last_modified_ms() < horizon
-        cleaned = log.new_cleaned_segment(seg.base_offset)
-        for batch in _batches(seg):
-            header = BatchHeader.parse(batch)
-            records = list(iter_records(batch))
-            keep = [
-                r
-                for r in records
-                if (r.key is None or latest.get(r.key, -1) <= r.offset)
-                and not (drop_tombstones and r.value is None)
-            ]
-            removed += len(records) - len(keep)
-            data: bytes | None = None
-            if keep:
-                data = bytes(batch) if len(keep) == len(records) else rebuild_batch(batch, keep)
-            elif (
-                header.producer_id >= 0
-                and last_of_producer.get(header.producer_id) == header.last_offset
-            ):
-                data = empty_batch(header)
-            if data is not None:
-                cleaned.append(
-                    header.last_offset, header.max_timestamp, header.last_offset, [data], len(data)
-                )
-            count += 1
-            if count % _STEP == 0:
-                yield
-        before += seg.size
+    max_index_bytes = log.config.segment_index_bytes
+    for group in group_segments_by_size(segments, log.config.segment_bytes, max_index_bytes, end):
+        cleaned = log.new_cleaned_segment(group[0].base_offset)
+        changed = len(group) > 1
+        for seg in group:
+            drop_tombstones = seg.last_modified_ms() < horizon
+            for position in seg.batches_from(0):
+                batch = memoryview(seg.read_bytes(position.position, position.size))
+                header = BatchHeader.parse(batch)
+                records = list(iter_records(batch))
+                keep = [
+                    r
+                    for r in records
+                    if (r.key is None or latest.get(r.key, -1) <= r.offset)
+                    and not (drop_tombstones and r.value is None)
+                ]
+                removed += len(records) - len(keep)
+                changed = changed or len(keep) < len(records)
+                data: bytes | None = None
+                if keep:
+                    data = bytes(batch) if len(keep) == len(records) else rebuild_batch(batch, keep)
+                elif header.last_offset + 1 == end or _is_last_of_producer(
+                    header, last_of_producer
+                ):
+                    data = empty_batch(header)
+                if data is not None:
+                    cleaned.append(
+                        header.last_offset, header.max_timestamp, header.last_offset,
+                        [data], len(data),
+                    )  # fmt: skip
+                count += 1
+                if count % _STEP == 0:
+                    yield
+        before += sum(seg.size for seg in group)
+        if not changed:
+            cleaned.delete_files()  # the same bytes again: no swap, no files to retire
+            after += group[0].size
+            continue
         after += cleaned.size
-        if log.replace_segment(seg, cleaned):
+        if log.replace_segments(group, cleaned):
             done += 1
         else:
             return None  # the log changed under us (retention, truncation): next time
         yield
     return CleanResult(end, done, before, after, removed)
+
+
+def group_segments_by_size(
+    segments: list[LogSegment], max_size: int, max_index_bytes: int, first_uncleanable: int
+) -> list[list[LogSegment]]:
+    """Adjacent segments in groups whose log files add up to at most `max_size` and
+    whose indexes to at most `max_index_bytes` each, spanning no more offsets than a
+    segment's index can hold (Kafka's groupSegmentsBySize). A segment's last offset
+    is taken to be just below the next one's base, to spare a scan."""
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_size = segments[i].size
+        index_size = segments[i].offset_index.size_bytes
+        time_index_size = segments[i].time_index.size_bytes
+        i += 1
+        while i < len(segments):
+            seg = segments[i]
+            following = segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable
+            last = following - 1
+            if (
+                log_size + seg.size > max_size
+                or index_size + seg.offset_index.size_bytes > max_index_bytes
+                or time_index_size + seg.time_index.size_bytes > max_index_bytes
+                or (seg.size > 0 and last - group[0].base_offset > _MAX_RELATIVE_OFFSET)
+            ):
+                break
+            group.append(seg)
+            log_size += seg.size
+            index_size += seg.offset_index.size_bytes
+            time_index_size += seg.time_index.size_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _is_last_of_producer(header: BatchHeader, last_of_producer: dict[int, int]) -> bool:
+    pid = header.producer_id
+    return pid >= 0 and last_of_producer.get(pid) == header.last_offset
 
 
 def _batches(segment: LogSegment) -> Generator[memoryview, None, None]:

@@ -830,27 +830,35 @@ class Log:
                 file_suffix=CLEANED_SUFFIX,
             )
 
-    def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
-        """Put a cleaned segment in place of `old`, crash-safely: the new files go
-        .cleaned -> .swap, the old ones to .deleted, then .swap -> final (a restart
-        completes a swap it finds). False if `old` is no longer part of the log."""
+    def replace_segments(self, olds: list[LogSegment], new: LogSegment) -> bool:
+        """Put a cleaned segment in place of the adjacent segments `olds`, crash-safely:
+        the new files go .cleaned -> .swap, the old ones to .deleted, then .swap ->
+        final (a restart completes a swap it finds, deleting what lies in its offset
+        range). False if `olds` are no longer all part of the log, side by side."""
         with self._io("segment swap of"):
-            if old not in self.segments or old is self.segments[-1]:
+            at = next((i for i, s in enumerate(self.segments) if s is olds[0]), None)
+            if (
+                at is None
+                or len(self.segments[at : at + len(olds)]) != len(olds)
+                or any(s is not o for s, o in zip(self.segments[at:], olds, strict=False))
+                or olds[-1] is self.segments[-1]
+            ):
                 new.delete_files()
                 return False
             new.on_become_inactive()
             new.flush()
-            # Keep the original's age: retention and the cleaner's delete horizon use it.
-            mtime_ns = old.last_modified_ms() * 1_000_000
+            # Keep the originals' age: retention and the cleaner's delete horizon use it.
+            mtime_ns = olds[-1].last_modified_ms() * 1_000_000
             os.utime(new.log_path, ns=(mtime_ns, mtime_ns))
             new.change_file_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-            old.mark_deleted()
+            for old in olds:
+                old.mark_deleted()
             new.change_file_suffix(SWAP_SUFFIX, "")
-            self.segments[self.segments.index(old)] = new
-            self._forget(old)
-            self._pending_deletes.append(
-                (self.clock.milliseconds() + self.config.file_delete_delay_ms, old)
-            )
+            self.segments[at : at + len(olds)] = [new]
+            due = self.clock.milliseconds() + self.config.file_delete_delay_ms
+            for old in olds:
+                self._forget(old)
+                self._pending_deletes.append((due, old))
             return True
 
     # -- truncation (replication) --------------------------------------------------------
@@ -1005,20 +1013,43 @@ def _with_log_append_time(
 
 def _complete_swaps(directory: Path, names: list[str]) -> set[int]:
     """Finish segment swaps a crash interrupted: a `.log.swap` is a complete cleaned
-    segment that replaces the `.log` of the same base offset. Returns their base
-    offsets (their indexes are rebuilt)."""
+    segment that replaces the segments within its offset range (Kafka's LogLoader):
+    those not yet renamed .deleted are removed, the swap takes its final name.
+    Returns their base offsets (their indexes are rebuilt; the removed segments'
+    index files, left without a log, are removed by the caller)."""
     done = set()
     for name in names:
         if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             continue
         path = directory / name
         base = int(name.split(".")[0])
+        end = _next_offset_of(path)
+        for other in names:
+            if other.endswith(LOG_SUFFIX) and base < int(other[: -len(LOG_SUFFIX)]) < end:
+                os.unlink(directory / other)
         target = directory / f"{base:020d}{LOG_SUFFIX}"
         os.replace(path, target)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
         done.add(base)
     return done
+
+
+def _next_offset_of(path: Path) -> int:
+    """The offset after the last batch of a (complete, flushed) segment file, from
+    the batch headers alone; its base offset if it has none."""
+    end = int(path.name.split(".")[0])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            header = BatchHeader.parse(os.pread(fd, HEADER_SIZE, position))
+            end = header.last_offset + 1
+            position += header.size
+    finally:
+        os.close(fd)
+    return end
 
 
 def remove_log_dir(directory: Path) -> None:
