@@ -311,6 +311,14 @@ def _records(records: bytes | None) -> list[tuple[int, tuple[bytes | None, bytes
 
 
 GROUP = "chaos-group"
+# What a client retries while a group's coordinator moves (Kafka's retriable codes).
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+)
 
 
 class Committer:
@@ -365,10 +373,18 @@ class Committer:
         acked, tried = dict(self.acked), dict(self.tried)
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
                              "enable.auto.commit": False})  # fmt: skip
+        # A coordinator that just moved answers NOT_COORDINATOR or loads the group
+        # first: retriable, as for any client, within a bound.
+        deadline = time.monotonic() + 30
         try:
-            committed = consumer.committed(self.partitions, timeout=30)
-        except KafkaException as e:
-            return [f"{when}: committed offsets of {GROUP} unreadable: {e}"]
+            while True:
+                try:
+                    committed = consumer.committed(self.partitions, timeout=10)
+                    break
+                except KafkaException as e:
+                    if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                        return [f"{when}: committed offsets of {GROUP} unreadable: {e}"]
+                    time.sleep(0.2)
         finally:
             consumer.close()
         problems = []
