@@ -455,7 +455,7 @@ class Nemesis:
         start it again at once."""
         try:
             described = self.admin.describe_consumer_groups([GROUP])[GROUP].result(15)
-        except KafkaException:
+        except (KafkaException, TimeoutError):
             return  # no coordinator just now: nothing to kill
         self.committer.last_ack.clear()
         self.committer.last_ack.wait(10)
@@ -483,7 +483,7 @@ class Nemesis:
         """Leadership back to each partition's preferred replica (errors such as
         'already the leader' are answers, not failures)."""
         partitions = [CTP(t, p) for t, n in TOPICS.items() for p in range(n)]
-        with contextlib.suppress(KafkaException):
+        with contextlib.suppress(KafkaException, TimeoutError):
             self.admin.elect_leaders(ElectionType.PREFERRED, partitions).result(15)
 
     def recreate(self, broker: int) -> None:
