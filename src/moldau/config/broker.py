@@ -125,6 +125,8 @@ BROKER_CONFIG = ConfigDef(
                   "Allow out-of-sync replicas to become leader as a last resort."),
         ConfigKey("replica.lag.time.max.ms", T.LONG, 30_000, I.HIGH,
                   "A follower that has not caught up for this long leaves the ISR."),
+        ConfigKey("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, I.HIGH,
+                  "How often the high watermarks are checkpointed.", at_least(1)),
         ConfigKey("leader.replication.throttled.rate", T.LONG, LONG_MAX, I.MEDIUM,
                   "Bytes/s this broker sends to followers of the throttled replicas of "
                   "leader.replication.throttled.replicas (dynamic).", at_least(0)),

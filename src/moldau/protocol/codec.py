@@ -1,8 +1,10 @@
 """Request header parsing and kio-based message codecs.
 
 kio decodes natively and fast, but raises KeyError on a tagged field it does not
-know, where Kafka skips it. Such a request is decoded again by `_tolerant_reader`,
-which walks the same kio schema in Python and skips unknown tags.
+know, where Kafka skips it, and preallocates an array by the length a request
+claims. Flexible versions are therefore decoded by `_safe_reader`, which walks the
+same kio schema in Python, checks every length against the bytes left and skips
+unknown tags; older versions use kio's reader.
 """
 
 from __future__ import annotations

@@ -79,7 +79,6 @@ log = logging.getLogger(__name__)
 
 # How long start-up waits for the controller's first UpdateMetadata.
 STARTUP_METADATA_TIMEOUT_S = 30.0
-HW_CHECKPOINT_INTERVAL_MS = 5000
 FILE_DELETE_CHECK_INTERVAL_MS = 1000
 IDLE_CHECK_INTERVAL_MS = 10_000
 
@@ -358,7 +357,11 @@ class Broker:
             config["log.flush.offset.checkpoint.interval.ms"],
             self._checkpoint_offsets,
         )
-        self._every("hw-checkpoint", HW_CHECKPOINT_INTERVAL_MS, self._checkpoint_hws)
+        self._every(
+            "hw-checkpoint",
+            config["replica.high.watermark.checkpoint.interval.ms"],
+            self._checkpoint_hws,
+        )
         self._every(
             "isr-expiration",
             config["replica.lag.time.max.ms"] // 2,
