@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -242,6 +243,28 @@ def test_partition_offset_max_messages_and_timeout(cli: Cli) -> None:
     assert latest.err == "Processed a total of 0 messages\n"
 
 
+def test_consuming_a_topic_that_does_not_exist_creates_it_as_kafka_console_consumer(
+    cli: Cli,
+) -> None:
+    """The broker creates topics on demand (auto.create.topics.enable): the consumer
+    asks it to, as Kafka's, and waits for records instead of failing."""
+    topic = new_topic()
+    waited = cli.ok("consume", "--topic", topic, "--timeout-ms", "500")
+    assert waited.out == ""
+    assert waited.err == "Processed a total of 0 messages\n"
+    assert partition_lines(cli.ok("topics", "describe", "--topic", topic))
+
+
+def test_without_auto_creation_a_missing_topic_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with BrokerProcess(tmp_path / "data", {"auto.create.topics.enable": "false"}) as broker:
+        cli = Cli(capsys, monkeypatch, broker.bootstrap)
+        missing = cli("consume", "--topic", "no-such-topic")
+        assert_one_line_error(missing, "consume", "does not exist")
+        assert cli("topics", "describe", "--topic", "no-such-topic").code != 0
+
+
 def test_a_group_resumes_where_it_left_off(cli: Cli) -> None:
     # With --partition the consumer is assigned the partition rather than joining
     # the group, and still resumes from, and commits to, the group's offsets.
@@ -274,6 +297,15 @@ def test_line_reader_follows_kafka_console_producer() -> None:
     assert lenient.parse(b"just a value", 1).value == b"just a value"
 
 
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from moldau import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"moldau {__version__}\n"
+
+
 # -- mistakes: one line, non-zero exit --------------------------------------------
 
 
@@ -303,7 +335,6 @@ def existing_topic(cli_bootstrap: str) -> str:
         (["topics", "create", "--topic", "bad name!"], "illegal"),
         (["topics", "list", "--partitions", "3"], "--partitions"),
         (["topics", "--topic", "{existing}"], "exactly one action"),
-        (["consume", "--topic", "no-such-topic"], "does not exist"),
         (["consume", "--topic", "{existing}", "--partition", "5"], "no partition 5"),
         (["consume", "--topic", "{existing}", "--offset", "3"], "--partition"),
         (["consume", "--topic", "{existing}", "--property", "print.keys=true"], "print.keys"),

@@ -5,17 +5,20 @@ listed and deleted through admin clients; groups and offsets survive kill -9."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration.clients import confluent_produce, create_topic
@@ -282,3 +285,53 @@ def test_a_static_member_that_restarts_keeps_its_partitions_without_a_rebalance(
     finally:
         a.close()
         b.close()
+
+
+def test_a_broker_short_of_offsets_topic_replicas_says_so_once(tmp_path: Path) -> None:
+    """With fewer live brokers than offsets.topic.replication.factor, a group's
+    consumer waits (COORDINATOR_NOT_AVAILABLE, which it does not show): the broker
+    logs why, once, not at each of the client's retries."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    overrides = {"offsets.topic.replication.factor": "3", "metrics.port": str(metrics_port)}
+    with BrokerProcess(tmp_path / "data", overrides) as broker:
+
+        def find_coordinator_requests() -> float:
+            url = f"http://127.0.0.1:{metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as r:
+                families = text_string_to_metric_families(r.read().decode())
+                return sum(
+                    s.value
+                    for f in families
+                    for s in f.samples
+                    if s.name == "kafka_network_requestmetrics_requests_total"
+                    and s.labels.get("request") == "FindCoordinator"
+                )
+
+        def said() -> list[str]:
+            log = broker.log_path.read_text()
+            return [line for line in log.splitlines() if "Cannot create __consumer_offsets" in line]
+
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "waits"})
+
+        def polled(predicate: Callable[[], bool]) -> Callable[[], bool]:
+            def check() -> bool:
+                consumer.poll(0.2)
+                return predicate()
+
+            return check
+
+        try:
+            consumer.subscribe(["t"])
+            assert wait_for(polled(lambda: bool(said())), timeout=30), broker.log_path.read_text()
+            asked = find_coordinator_requests()
+            # The client keeps asking; the broker does not repeat itself.
+            assert wait_for(polled(lambda: find_coordinator_requests() >= asked + 3), timeout=30)
+            assert consumer.assignment() == []
+        finally:
+            consumer.close()
+    lines = said()
+    assert len(lines) == 1, lines
+    assert "1 live broker, fewer than offsets.topic.replication.factor=3" in lines[0]
+    assert "COORDINATOR_NOT_AVAILABLE" in lines[0]

@@ -77,6 +77,12 @@ def test_it_accepts_connections_soon_after_start(tmp_path: Path) -> None:
         (["--brokers", "3", "--override", "zookeeper.connect=localhost:2181"], "zookeeper.connect"),
         (["--brokers", "3", "--override", "broker.id=7"], "broker.id"),
         (["--brokers", "3", "--port", "65534"], "not all valid ports"),
+        # A flag and an --override of the property it sets (the data dir is given).
+        (["--override", "log.dirs=elsewhere"], "--override log.dirs=elsewhere"),
+        (["--override", "log.dir=elsewhere"], "--override log.dir=elsewhere"),
+        (["--port", "9999", "--override", "listeners=PLAINTEXT://:9092"], "--port 9999"),
+        (["--metrics-port", "9999", "--override", "metrics.port=0"], "--metrics-port 9999"),
+        (["--log-level", "LOUD"], "--log-level"),
     ],
 )
 def test_user_mistakes_are_one_line_and_a_non_zero_exit(

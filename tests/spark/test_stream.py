@@ -209,6 +209,37 @@ def test_records_removed_by_retention_fail_the_query_or_are_skipped(
     assert skipped.rows() == every(topic_name, 1, 38 - first_kept, first=first_kept)
 
 
+def test_a_checkpoint_of_a_query_of_other_topics_is_named_as_such(
+    spark: Any, bootstrap: str, topic_name: str, checkpoint: str
+) -> None:
+    """A query started over the checkpoint of a query of another topic fails
+    saying so, not that records of that topic were lost."""
+    before, after = f"{topic_name}-before", f"{topic_name}-after"
+    for topic in (before, after):
+        create_topic(bootstrap, topic, partitions=2)
+        produce(bootstrap, topic, [(0, b"k", b"v"), (1, b"k", b"v")])
+    run_available_now(
+        stream(spark, bootstrap, subscribe=before, startingOffsets="earliest"),
+        checkpoint,
+        Batches(),
+    )
+    from pyspark.errors import StreamingQueryException
+
+    with pytest.raises(StreamingQueryException) as failed:
+        run_available_now(
+            stream(spark, bootstrap, subscribe=after, startingOffsets="earliest"),
+            checkpoint,
+            Batches(),
+        )
+    message = str(failed.value)
+    assert (
+        f"the checkpoint holds offsets of {before}, which this query does not read "
+        f"(subscribe={after})"
+    ) in message
+    assert "new checkpointLocation" in message
+    assert "lost" not in message
+
+
 def test_progress_is_committed_to_a_consumer_group(
     spark: Any, bootstrap: str, topic_name: str, checkpoint: str
 ) -> None:

@@ -164,3 +164,27 @@ def test_rate_limit_stays_within_what_is_there(waiting: list[int], limit: int) -
         for p in range(len(waiting))
         if end[("t", p)] > start[("t", p)]
     ]
+
+
+def test_a_failed_demo_job_is_told_by_its_python_error() -> None:
+    """What `moldau pipeline demo` says when its query fails: the error the data
+    source raised, not Spark's page of Java and Python stacks around it."""
+    from moldau.spark.pipeline import _last_error
+
+    failure = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data "
+        "source perform planPartitions: Traceback (most recent call last):\n"
+        '  File "/x/source.py", line 243, in partitions\n'
+        "    off.report_checkpoint_of_other_topics(\n"
+        "moldau.spark.offsets.DataLossError: the checkpoint holds offsets of a, which this "
+        "query does not read (subscribe=b)\n"
+        " SQLSTATE: 38000 SQLSTATE: XXKST\n"
+        "=== Streaming Query ===\n"
+        "Identifier: [id = 1, runId = 2]\n"
+    )
+    assert _last_error(failure) == (
+        "DataLossError: the checkpoint holds offsets of a, which this query does not read "
+        "(subscribe=b)"
+    )
+    assert _last_error("[STREAM_FAILED] something else\nmore") == "[STREAM_FAILED] something else"

@@ -273,6 +273,10 @@ def run(args: argparse.Namespace) -> int:
         "group.id": group or f"console-consumer-{random.randint(0, 99999)}",
         "enable.auto.commit": "true" if group else "false",
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        # As the Java consumer of kafka-console-consumer (librdkafka's default is
+        # false): a topic that does not exist is created where the broker creates
+        # topics (auto.create.topics.enable), and the tool waits for its records.
+        "allow.auto.create.topics": "true",
     }
     explicit = {"group.id": base["group.id"]}
     if args.isolation_level is not None:

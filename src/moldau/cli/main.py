@@ -14,10 +14,14 @@ from moldau.cli.errors import CliError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from moldau import __version__
     from moldau.cli import serve
 
     parser = argparse.ArgumentParser(
         prog="moldau", description="Moldau: a Kafka-compatible streaming platform in Python."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"moldau {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(sub)

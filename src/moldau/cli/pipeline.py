@@ -5,23 +5,49 @@ Spark Structured Streaming job that reads them through the "moldau" data source 
 totals them per product and event-time minute with a watermark, writes the totals
 to a compacted topic and to Parquet, and checks both against the same sums done in
 plain Python. With no --bootstrap-server it starts a broker of its own.
+
+A run keeps what it needs to go on in its work directory (`demo.json`: its topics,
+group and orders; Spark's checkpoint; its broker's data): stopped part-way
+(`--stop-after-batches`, Ctrl-C, a failure), the same command with `--work-dir`
+resumes it from the checkpoint. A run that ends with matching totals removes its
+topics, group and work directory, unless told to keep them (`--keep`).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
-import sys
+import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from moldau.cli.common import (
+    BrokerWatch,
+    client_config,
+    error_text,
+    fetch_metadata,
+    kafka_error,
+    make_client,
+    wait_result,
+)
 from moldau.cli.errors import CliError
+
+DEFAULT_EVENTS = 20_000
+#: The run's record in its work directory.
+STATE_FILE = "demo.json"
+#: What a run makes in its work directory, besides STATE_FILE.
+CHECKPOINT, PARQUET, BROKER_DATA = "checkpoint", "totals.parquet", "broker-data"
 
 
 def add_parser(sub: Any) -> None:
@@ -34,7 +60,7 @@ def add_parser(sub: Any) -> None:
     demo = actions.add_parser(
         "demo",
         help="orders -> Spark Structured Streaming -> totals in a topic and Parquet, checked",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     demo.add_argument(
         "--bootstrap-server",
@@ -42,11 +68,24 @@ def add_parser(sub: Any) -> None:
         metavar="HOST:PORT",
         help="the broker(s) to use (default: start one for the demo)",
     )
-    demo.add_argument("--events", type=int, default=20_000, help="orders to generate")
+    demo.add_argument("--events", type=int, help=f"orders to generate (default {DEFAULT_EVENTS:,})")
     demo.add_argument(
         "--work-dir",
         type=Path,
-        help="where the Parquet output and the checkpoint go (default: a new temporary directory)",
+        help="where the checkpoint, the Parquet output and the run's record go (default: a "
+        "new temporary directory); a directory of a run stopped part-way resumes it",
+    )
+    demo.add_argument(
+        "--stop-after-batches",
+        type=int,
+        metavar="N",
+        help="stop the streaming job after N micro-batches, as an operator would mid-run; "
+        "the same command with --work-dir resumes it",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the topics, the consumer group and the work directory at the end",
     )
     demo.set_defaults(run=run)
 
@@ -55,96 +94,301 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _create_topics(bootstrap: str, orders: str, totals: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+@dataclass
+class DemoRun:
+    """A run's record (`<work-dir>/demo.json`): enough to resume it and to check
+    its totals, and to remove what it made."""
+
+    orders_topic: str
+    totals_topic: str
+    events: int
+    seed: int
+    #: When the orders were made: with the seed, the same orders again.
+    now_ms: int
+    #: The broker given with --bootstrap-server; None: the demo's own, whose data
+    #: is in the work directory.
+    bootstrap: str | None
+    #: Whether the demo made the work directory (then it removes all of it).
+    made_work_dir: bool
+    orders_written: bool = False
+
+    @property
+    def group(self) -> str:
+        return f"{self.orders_topic}-pipeline"
+
+    @staticmethod
+    def new(events: int, bootstrap: str | None, made_work_dir: bool) -> DemoRun:
+        run_id = uuid.uuid4().hex[:6]
+        return DemoRun(
+            f"orders-{run_id}", f"order-totals-{run_id}", events, 7,
+            int(time.time() * 1000), bootstrap, made_work_dir,
+        )  # fmt: skip
+
+    def save(self, work: Path) -> None:
+        tmp = work / f"{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(work / STATE_FILE)
+
+    @staticmethod
+    def load(work: Path) -> DemoRun:
+        path = work / STATE_FILE
+        try:
+            return DemoRun(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError) as e:
+            raise CliError(f"cannot read {path}: {e}") from None
+
+
+def _resume_command(work: Path) -> str:
+    return f"moldau pipeline demo --work-dir {work}"
+
+
+def _admin(bootstrap: str) -> tuple[AdminClient, BrokerWatch]:
+    """An AdminClient that fails at once on an unreachable broker, its log quiet."""
+    watch = BrokerWatch(bootstrap)
+    return make_client(AdminClient, client_config(bootstrap, watch)), watch
+
+
+def _create_topics(bootstrap: str, run: DemoRun) -> None:
+    admin, watch = _admin(bootstrap)
     futures = admin.create_topics(
         [
-            NewTopic(orders, 3, -1),
-            NewTopic(totals, 1, -1, config={"cleanup.policy": "compact"}),
+            NewTopic(run.orders_topic, 3, -1),
+            NewTopic(run.totals_topic, 1, -1, config={"cleanup.policy": "compact"}),
         ]
     )
-    for f in futures.values():
-        f.result(60)
+    for topic, future in futures.items():
+        try:
+            wait_result(admin, watch, future, f"topic {topic} to be created")
+        except KafkaException as e:
+            err = kafka_error(e)
+            raise CliError(
+                f"cannot create topic {topic}: {error_text(err) if err else e}"
+            ) from None
+
+
+def _check_topics(bootstrap: str, run: DemoRun, work: Path) -> None:
+    admin, watch = _admin(bootstrap)
+    topics = fetch_metadata(admin, watch).topics
+    for topic in (run.orders_topic, run.totals_topic):
+        if topic not in topics:
+            raise CliError(
+                f"topic {topic} of the run in {work} is not on {bootstrap} (deleted, or "
+                "another cluster): it cannot be resumed; start afresh with another --work-dir"
+            )
+
+
+def _remove_from_broker(bootstrap: str, run: DemoRun) -> None:
+    """Delete the run's topics and consumer group, where they are."""
+    admin, watch = _admin(bootstrap)
+    gone = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.GROUP_ID_NOT_FOUND)
+    futures = {
+        **admin.delete_topics([run.orders_topic, run.totals_topic]),
+        **admin.delete_consumer_groups([run.group]),
+    }
+    for name, future in futures.items():
+        try:
+            wait_result(admin, watch, future, f"{name} to be deleted")
+        except KafkaException as e:
+            err = kafka_error(e)
+            if err is None or err.code() not in gone:
+                raise CliError(f"cannot delete {name}: {error_text(err) if err else e}") from None
+
+
+def _remove_work(work: Path, run: DemoRun) -> None:
+    if run.made_work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    for name in (CHECKPOINT, PARQUET, BROKER_DATA):
+        shutil.rmtree(work / name, ignore_errors=True)
+    for name in (STATE_FILE, f"{BROKER_DATA}.log"):
+        (work / name).unlink(missing_ok=True)
+
+
+def _start_or_resume(args: argparse.Namespace) -> tuple[Path, DemoRun, bool]:
+    """The work directory, the run's record, and whether it resumes a run."""
+    work: Path | None = args.work_dir
+    if work is not None and (work / STATE_FILE).exists():
+        run = DemoRun.load(work)
+        if args.events is not None and args.events != run.events:
+            raise CliError(
+                f"the run in {work} is of {run.events:,} orders: resume it without --events, "
+                "or use another --work-dir"
+            )
+        if run.bootstrap is None and args.bootstrap_server is not None:
+            raise CliError(
+                f"the run in {work} ran on a broker of its own ({work / BROKER_DATA}): "
+                "resume it without --bootstrap-server"
+            )
+        if args.bootstrap_server is not None:
+            run.bootstrap = args.bootstrap_server
+        return work, run, True
+    events = DEFAULT_EVENTS if args.events is None else args.events
+    if work is None:
+        work = Path(tempfile.mkdtemp(prefix="moldau-pipeline-"))
+        made = True
+    else:
+        if (work / CHECKPOINT).exists():
+            raise CliError(
+                f"{work / CHECKPOINT} is not a checkpoint this demo can resume (no "
+                f"{work / STATE_FILE}): remove it, or use another --work-dir"
+            )
+        made = not work.exists()
+        work.mkdir(parents=True, exist_ok=True)
+    return work, DemoRun.new(events, args.bootstrap_server, made), False
+
+
+@contextmanager
+def _broker(work: Path, run: DemoRun) -> Iterator[str]:
+    """The broker the run uses: the one given, or its own, started on the data of
+    the work directory (so a resumed run finds its topics)."""
+    if run.bootstrap is not None:
+        yield run.bootstrap
+        return
+    from moldau.testing.process import BrokerProcess
+
+    broker = BrokerProcess(work / BROKER_DATA)
+    try:
+        broker.start()
+    except RuntimeError:
+        raise CliError(f"the demo's broker did not start; see {broker.log_path}") from None
+    _say(f"started a broker at {broker.bootstrap} (data in {work / BROKER_DATA})")
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # noqa: F401 (only whether it is there)
     except ImportError:
         raise CliError(
             "needs pyspark: pip install 'moldau[spark]' (and Java 17 or newer)"
         ) from None
+    if args.events is not None and args.events <= 0:
+        raise CliError("--events must be positive")
+    if args.stop_after_batches is not None and args.stop_after_batches <= 0:
+        raise CliError("--stop-after-batches must be positive")
+    work, state, resuming = _start_or_resume(args)
+    recorded = resuming
+    try:
+        with _broker(work, state) as bootstrap:
+            if resuming and not state.orders_written:
+                _say(f"the run in {work} stopped while writing its orders: writing them again")
+                _remove_from_broker(bootstrap, state)
+                state = DemoRun.new(state.events, state.bootstrap, state.made_work_dir)
+                resuming = False
+            if resuming:
+                _check_topics(bootstrap, state, work)
+                _say(
+                    f"resuming the run in {work}: {state.events:,} orders in "
+                    f"{state.orders_topic}, from its checkpoint"
+                )
+            else:
+                _create_topics(bootstrap, state)
+                state.save(work)
+                recorded = True
+                _write_orders(bootstrap, state)
+                state.orders_written = True
+                state.save(work)
+            outcome = _stream_and_check(args, work, state, bootstrap)
+    except BaseException:
+        # Stopped by Ctrl-C or a failure: what is recorded can be resumed; a work
+        # directory the demo made for nothing goes.
+        if recorded:
+            _say(f"the run is kept in {work}; resume it with: {_resume_command(work)}")
+        elif state.made_work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    if outcome == "stopped":
+        _say(f"stopped after {args.stop_after_batches} batches, as asked; resume with: "
+             f"{_resume_command(work)}")  # fmt: skip
+    elif outcome == "mismatch" or args.keep:
+        _say(
+            f"kept {work}, topics {state.orders_topic} and {state.totals_topic}, "
+            f"group {state.group}"
+        )
+    else:
+        if state.bootstrap is not None:
+            _remove_from_broker(state.bootstrap, state)
+        _remove_work(work, state)
+        where = work if state.made_work_dir else f"the run's files in {work}"
+        _say(
+            f"removed topics {state.orders_topic} and {state.totals_topic}, group {state.group} "
+            f"and {where} (--keep keeps them)"
+        )
+    return 1 if outcome == "mismatch" else 0
+
+
+def _write_orders(bootstrap: str, run: DemoRun) -> None:
     from moldau.spark import pipeline as demo
 
-    if args.events <= 0:
-        raise CliError("--events must be positive")
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="moldau-pipeline-"))
-    work.mkdir(parents=True, exist_ok=True)
-    broker = None
-    bootstrap = args.bootstrap_server
-    if bootstrap is None:
-        from moldau.testing.process import BrokerProcess
-
-        broker = BrokerProcess(work / "broker-data").start()
-        bootstrap = broker.bootstrap
-        _say(f"started a broker at {bootstrap} (data in {work / 'broker-data'})")
-    spark = None
+    orders = demo.make_orders(run.events, run.seed, now_ms=run.now_ms)
     try:
-        run_id = uuid.uuid4().hex[:6]
-        orders_topic, totals_topic = f"orders-{run_id}", f"order-totals-{run_id}"
-        _create_topics(bootstrap, orders_topic, totals_topic)
-        orders = demo.make_orders(args.events)
-        demo.send_orders(bootstrap, orders_topic, orders)
-        late = sum(1 for a, b in itertools.pairwise(orders) if b.event_time_ms < a.event_time_ms)
-        _say(f"wrote {len(orders):,} orders ({late:,} late) to {orders_topic}")
+        demo.send_orders(bootstrap, run.orders_topic, orders)
+    except RuntimeError as e:
+        raise CliError(f"cannot write the orders to {run.orders_topic}: {e}") from None
+    late = sum(1 for a, b in itertools.pairwise(orders) if b.event_time_ms < a.event_time_ms)
+    _say(f"wrote {len(orders):,} orders ({late:,} late) to {run.orders_topic}")
 
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        _say("starting Spark (local[2]) ...")
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("moldau-pipeline-demo")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
+
+def _stream_and_check(args: argparse.Namespace, work: Path, run: DemoRun, bootstrap: str) -> str:
+    """Runs the streaming job and checks its totals: "match", "mismatch", or
+    "stopped" (after --stop-after-batches)."""
+    from moldau.spark import pipeline as demo
+    from moldau.spark import session_builder
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    _say("starting Spark (local[2]) ...")
+    spark = (
+        session_builder()
+        .master("local[2]")
+        .appName("moldau-pipeline-demo")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    try:
         spark.sparkContext.setLogLevel("ERROR")
-        parquet = str(work / "totals.parquet")
+        parquet = str(work / PARQUET)
         started = time.monotonic()
-        sink = demo.TotalsWriter(bootstrap, totals_topic, parquet)
+        sink = demo.TotalsWriter(bootstrap, run.totals_topic, parquet)
         query = demo.start_job(
             spark,
             bootstrap,
-            orders_topic,
-            str(work / "checkpoint"),
-            max_per_trigger=max(1_000, args.events // 4),
+            run.orders_topic,
+            str(work / CHECKPOINT),
+            max_per_trigger=max(1_000, run.events // 4),
             sink=sink,
         )
-        demo.watch(query, sink, _say)
-        _say(f"streaming job done in {time.monotonic() - started:.1f} s")
-
-        expected = demo.expected_totals(orders)
+        try:
+            stopped = demo.watch(query, sink, _say, stop_after_batches=args.stop_after_batches)
+        except demo.JobFailed as e:
+            raise CliError(f"the streaming job failed: {e}") from None
+        _say(f"streaming job {'stopped' if stopped else 'done'} after "
+             f"{time.monotonic() - started:.1f} s")  # fmt: skip
+        if stopped:
+            return "stopped"
+        expected = demo.expected_totals(demo.make_orders(run.events, run.seed, now_ms=run.now_ms))
+        outputs = {
+            f"topic {run.totals_topic}": demo.totals_from_topic(spark, bootstrap, run.totals_topic),
+            f"Parquet {parquet}": demo.totals_from_parquet(spark, parquet),
+        }
         problems = [
             f"{where}: {line}"
-            for where, got in (
-                (f"topic {totals_topic}", demo.totals_from_topic(spark, bootstrap, totals_topic)),
-                (f"Parquet {parquet}", demo.totals_from_parquet(spark, parquet)),
-            )
+            for where, got in outputs.items()
             for line in demo.differences(expected, got)
         ]
-        if problems:
-            for line in problems[:20]:
-                _say(line)
-            _say(f"MISMATCH: {len(problems)} totals differ from plain Python's")
-            return 1
-        _say(
-            f"match: {len(expected)} totals (product x minute) in {totals_topic} and in "
-            f"{parquet} equal plain Python's over all {len(orders):,} orders"
-        )
-        return 0
     finally:
-        if spark is not None:
-            spark.stop()
-        if broker is not None:
-            broker.stop()
+        spark.stop()
+    if problems:
+        for line in problems[:20]:
+            _say(line)
+        _say(f"MISMATCH: {len(problems)} totals differ from plain Python's")
+        return "mismatch"
+    _say(
+        f"match: {len(expected)} totals (product x minute) in {run.totals_topic} and in "
+        f"{parquet} equal plain Python's over all {run.events:,} orders"
+    )
+    return "match"

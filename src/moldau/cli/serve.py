@@ -13,6 +13,17 @@ from typing import Any
 
 from moldau.cli.errors import CliError
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+#: The broker properties each convenience flag sets: giving both the flag and an
+#: --override of one of them is a contradiction, refused rather than resolved.
+_FLAG_PROPERTIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "port": ("--port", ("listeners",)),
+    "host": ("--host", ("listeners",)),
+    "data_dir": ("--data-dir", ("log.dirs", "log.dir")),
+    "metrics_port": ("--metrics-port", ("metrics.port",)),
+}
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run a broker", description="Run a Moldau broker.")
@@ -42,7 +53,14 @@ def add_parser(sub: Any) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics (metrics.port); "
         "with --brokers N, brokers take PORT..PORT+N-1",
     )
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help=f"what the broker logs on stderr: {', '.join(LOG_LEVELS)} (default INFO)",
+    )
     p.set_defaults(run=run)
 
 
@@ -55,11 +73,21 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         if not args.config.is_file():
             raise CliError(f"config file {args.config} does not exist")
         props.update(read_properties(args.config))
+    overrides: dict[str, str] = {}
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise CliError(f"--override expects KEY=VALUE, got {item!r}")
-        props[key.strip()] = value.strip()
+        overrides[key.strip()] = value.strip()
+    for dest, (flag, keys) in _FLAG_PROPERTIES.items():
+        value = getattr(args, dest)
+        for key in keys:
+            if value is not None and key in overrides:
+                raise CliError(
+                    f"{flag} {value} and --override {key}={overrides[key]} both set {key}: "
+                    "give only one of them"
+                )
+    props.update(overrides)
     if args.port is not None or args.host is not None or "listeners" not in props:
         host = args.host if args.host is not None else "localhost"
         port = args.port if args.port is not None else 9092
@@ -149,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     from moldau.protocol.errors import KafkaError
 
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=args.log_level,
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
     raise_open_files_limit()

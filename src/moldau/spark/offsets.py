@@ -47,6 +47,24 @@ def report_data_loss(message: str, fail_on_data_loss: bool) -> None:
     )
 
 
+def report_checkpoint_of_other_topics(
+    topics: list[str], subscription: str, fail_on_data_loss: bool
+) -> None:
+    """A stream's checkpoint holds offsets of topics it does not read: it was
+    written by a query of other topics. An error (a DataLossError, as Spark's
+    connector reports it), or with failOnDataLoss false a warning, and those
+    offsets are dropped."""
+    message = (
+        f"the checkpoint holds offsets of {', '.join(topics)}, which this query does not "
+        f"read ({subscription}): it was written by a query of other topics. A checkpoint "
+        "belongs to the query that wrote it; give a query of other topics a new "
+        "checkpointLocation"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(message)
+    log.warning("%s; going on without them because failOnDataLoss is false.", message)
+
+
 @dataclass(frozen=True, order=True)
 class OffsetRange:
     """Records [start, end) of one topic partition: the work of one Spark task."""

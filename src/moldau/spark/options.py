@@ -44,6 +44,14 @@ class Subscription:
             return re.fullmatch(self.pattern, topic) is not None
         return any(t == topic for t, _ in self.partitions)
 
+    def describe(self) -> str:
+        """The option that set it, as the user wrote it."""
+        if self.kind == "subscribe":
+            return f"subscribe={','.join(self.topics)}"
+        if self.kind == "subscribePattern":
+            return f"subscribePattern={self.pattern}"
+        return f"assign={','.join(sorted({t for t, _ in self.partitions}))} (partitions)"
+
 
 @dataclass(frozen=True)
 class OffsetSpec:

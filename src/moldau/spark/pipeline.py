@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -52,13 +53,16 @@ class Order:
         ).encode()
 
 
-def make_orders(n: int, seed: int = 7, late_share: float = 0.05) -> list[Order]:
-    """n orders spread over the last n/50 seconds (recent, so no retention removes
-    them), some of them late: their event time is up to a minute before the time
-    at which they are sent."""
+def make_orders(
+    n: int, seed: int = 7, late_share: float = 0.05, now_ms: int | None = None
+) -> list[Order]:
+    """n orders spread over the n/50 seconds before `now_ms` (default: now; recent,
+    so no retention removes them), some of them late: their event time is up to a
+    minute before the time at which they are sent. The same arguments make the
+    same orders."""
     rng = random.Random(seed)
     span_ms = max(n * 20, WINDOW_MS)
-    start = int(time.time() * 1000) - span_ms
+    start = (int(time.time() * 1000) if now_ms is None else now_ms) - span_ms
     orders = []
     for i in range(n):
         t = start + i * span_ms // n
@@ -71,8 +75,17 @@ def make_orders(n: int, seed: int = 7, late_share: float = 0.05) -> list[Order]:
 
 
 def send_orders(bootstrap: str, topic: str, orders: list[Order]) -> None:
+    errors: list[str] = []
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "enable.idempotence": True,
+            # librdkafka's own log stays off the demo's output; its errors are
+            # kept for the exception, should the orders not all be acknowledged.
+            "log_level": 0,
+            "error_cb": lambda err: errors.append(str(err.str())),
+        }
     )
     for o in orders:
         while True:
@@ -81,8 +94,11 @@ def send_orders(bootstrap: str, topic: str, orders: list[Order]) -> None:
                 break
             except BufferError:
                 producer.poll(0.1)
-    if producer.flush(120):
-        raise RuntimeError("not every order was acknowledged")
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(
+            f"{left} orders were not acknowledged" + (f" ({errors[-1]})" if errors else "")
+        )
 
 
 def expected_totals(orders: list[Order]) -> Totals:
@@ -168,32 +184,49 @@ def start_job(
     )
 
 
+class JobFailed(RuntimeError):
+    """The streaming job ended with an error; the message is its last line."""
+
+
 def watch(
     query: Any,
     sink: TotalsWriter,
     report: Callable[[str], None],
     stop_after_batches: int | None = None,
-) -> None:
-    """Reports each finished micro-batch until the query ends (or stops it after
-    `stop_after_batches`, as an operator would, mid-run)."""
+) -> bool:
+    """Reports each finished micro-batch until the query ends, or stops it after
+    `stop_after_batches` batches of this run, as an operator would, mid-run. True
+    if it stopped the query so."""
     seen = -1
+    batches = 0
     read = 0
+    stopped = False
     while query.isActive:
         for progress in query.recentProgress:
             if progress["batchId"] > seen:
                 seen = progress["batchId"]
+                batches += 1
                 read += progress["numInputRows"]
                 report(
                     f"batch {seen}: {progress['numInputRows']:,} orders in "
                     f"({read:,} this run), {sink.written.get(seen, 0):,} totals updated"
                 )
-        if stop_after_batches is not None and seen + 1 >= stop_after_batches:
+        if stop_after_batches is not None and batches >= stop_after_batches:
             query.stop()
+            stopped = True
             break
         time.sleep(0.2)
     query.awaitTermination()
     if query.exception() is not None:
-        raise RuntimeError(f"the streaming job failed: {query.exception()}")
+        raise JobFailed(_last_error(str(query.exception())))
+    return stopped
+
+
+def _last_error(text: str) -> str:
+    """A failed query's exception, told in one line: the last `SomeError: ...` line
+    of the Python traceback it carries, else its first line."""
+    found = re.findall(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception): .+)$", text, re.M)
+    return found[-1] if found else text.strip().splitlines()[0]
 
 
 def totals_from_topic(spark: Any, bootstrap: str, totals_topic: str) -> Totals:

@@ -236,6 +236,14 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
             begin.update(earliest)
         gone = sorted(tp for tp in begin if tp not in until)
+        # Offsets of topics the query does not read: its checkpoint is another
+        # query's (Spark cannot change a query's topics over its checkpoint).
+        unread = sorted({t for t, _ in gone if not o.subscription.matches(t)})
+        if unread:
+            off.report_checkpoint_of_other_topics(
+                unread, o.subscription.describe(), o.fail_on_data_loss
+            )
+        gone = [tp for tp in gone if tp[0] not in unread]
         if gone:
             off.report_data_loss(
                 f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone", o.fail_on_data_loss
