@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 from confluent_kafka import (
     Consumer,
@@ -65,6 +66,27 @@ def create_topic(admin: AdminClient, topic: str, timeout: float = 30) -> None:
             time.sleep(0.3)
 
 
+class Worker:
+    """A loop on a thread of its own, started and stopped by the test (bounded: a
+    worker's loop ends by itself after an hour)."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(60)
+
+
 @dataclass
 class Acked:
     """What a writer was told: (topic, partition, offset) -> (key, value)."""
@@ -76,7 +98,7 @@ class Acked:
     fatal: list[str] = field(default_factory=list)
 
 
-class Writer:
+class Writer(Worker):
     """Writes numbered records to one topic with acks=all until stopped, a few hundred
     a second (the machine runs three brokers and ZooKeeper beside it). Idempotent
     unless the topic is deleted and created again under it (a recreated topic's
@@ -90,9 +112,8 @@ class Writer:
         self.idempotent = idempotent
         self.generation = 0
         self.acked: dict[int, Acked] = {0: Acked()}
-        self._stop = threading.Event()
         self._new_generation = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"writer-{topic}", daemon=True)
+        super().__init__(f"writer-{topic}")
 
     def _producer(self) -> Producer:
         return Producer(
@@ -107,10 +128,6 @@ class Writer:
                 "batch.size": 2048,
             }
         )
-
-    def start(self) -> Writer:
-        self._thread.start()
-        return self
 
     def next_generation(self) -> None:
         """The topic was deleted and created again: start a new producer on it."""
@@ -159,10 +176,6 @@ class Writer:
 
         return done
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
 
 @dataclass
 class Reads:
@@ -176,7 +189,7 @@ class Reads:
     fetches: int = 0
 
 
-class Reader:
+class Reader(Worker):
     """Reads every partition of the given topics from its leader with raw Fetch
     requests (consumer replica id -1, read_uncommitted), one partition after
     another, and checks each response on its own: no record at or above the high
@@ -193,17 +206,10 @@ class Reader:
         self.high_watermarks: dict[tuple[str, int], int] = {}
         self.leaders: dict[tuple[str, int], int] = {}
         self.clients: dict[int, WireClient] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reader", daemon=True)
-
-    def start(self) -> Reader:
-        self._thread.start()
-        return self
+        super().__init__("reader")
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.ident is not None:
-            self._thread.join(60)
+        super().stop()
         for c in self.clients.values():
             c.close()
 
@@ -321,7 +327,7 @@ _COORDINATOR_MOVING = (
 )
 
 
-class Committer:
+class Committer(Worker):
     """Commits offsets of a consumer group synchronously, one after another (a
     consumer that commits what it processed), and remembers the last commit each
     partition had acknowledged and the last it tried: a committed offset read back
@@ -333,16 +339,7 @@ class Committer:
         self.acked: dict[int, int] = {}
         self.tried: dict[int, int] = {}
         self.last_ack = threading.Event()  # set at each acknowledged commit
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
-
-    def start(self) -> Committer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
+        super().__init__("committer")
 
     def _run(self) -> None:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,

@@ -247,12 +247,10 @@ def restart_without_epochs(p: Partition, leader: int, epoch: int) -> Partition:
     return again
 
 
-def test_a_follower_whose_log_ends_past_an_unclean_leaders_cuts_it_there(tmp_path: Path) -> None:
-    """B has m0-m4 and its HW is 5; C, which has only m0-m2, is elected uncleanly.
-    B's log knows no epochs (an unreadable checkpoint), so its fetch from 5 is
-    OFFSET_OUT_OF_RANGE: cutting to its own HW (5) would change nothing, and B would
-    ask for ever. It asks C for its log end (3) and cuts there, then copies what C
-    appends."""
+def after_an_unclean_election(tmp_path: Path) -> tuple[Partition, Partition]:
+    """A leads; B has m0-m4 (HW 5), C only m0-m2. C is elected uncleanly (epoch 1),
+    and B starts again with a log that knows no epochs (an unreadable checkpoint),
+    following C. Returns (B, C)."""
     clock = FakeClock()
     a, b, c = (replica(tmp_path, i, clock) for i in (1, 2, 3))
     lead(a, 0)
@@ -264,7 +262,16 @@ def test_a_follower_whose_log_ends_past_an_unclean_leaders_cuts_it_there(tmp_pat
     sync(b, a)
     assert b.high_watermark == 5
     lead(c, 1, isr=(3,))
-    b = restart_without_epochs(b, 3, 1)
+    return restart_without_epochs(b, 3, 1), c
+
+
+def test_a_follower_whose_log_ends_past_an_unclean_leaders_cuts_it_there(tmp_path: Path) -> None:
+    """B has m0-m4 and its HW is 5; C, which has only m0-m2, is elected uncleanly.
+    B's log knows no epochs (an unreadable checkpoint), so its fetch from 5 is
+    OFFSET_OUT_OF_RANGE: cutting to its own HW (5) would change nothing, and B would
+    ask for ever. It asks C for its log end (3) and cuts there, then copies what C
+    appends."""
+    b, c = after_an_unclean_election(tmp_path)
     client = LeaderClient({3: c}, lambda: values(b) == values(c))
     run(fetcher_of(b, client), client)
     assert values(b) == values(c) == [(0, b"m0"), (1, b"m1"), (2, b"m2")]
@@ -355,17 +362,7 @@ def test_an_out_of_range_answer_is_dropped_if_the_follower_became_leader_meanwhi
 ) -> None:
     """While B asks C for its log end, a LeaderAndIsr makes B the leader: C's answer
     must not cut B's log, now the partition's reference."""
-    clock = FakeClock()
-    a, b, c = (replica(tmp_path, i, clock) for i in (1, 2, 3))
-    lead(a, 0)
-    follow(b, 1, 0)
-    follow(c, 1, 0)
-    write(a, b"m0", b"m1", b"m2")
-    sync(c, a)
-    write(a, b"m3", b"m4")
-    sync(b, a)
-    lead(c, 1, isr=(3,))
-    b = restart_without_epochs(b, 3, 1)
+    b, c = after_an_unclean_election(tmp_path)
     client = LeaderClient({3: c}, lambda: False)
     fetcher = fetcher_of(b, client)
 
