@@ -286,6 +286,31 @@ def test_an_answer_to_a_proposal_a_leader_and_isr_replaced_is_ignored(
     assert p.isr_state == CommittedIsr(frozenset({1, 2, 3})) and p.partition_epoch == 5
 
 
+def test_a_confirmed_change_outlives_a_leader_and_isr_of_an_older_partition_epoch(
+    tmp_path: Path, clock: FakeClock, controller: Controller
+) -> None:
+    """A new controller sends every leader a LeaderAndIsr built from what it read at
+    its failover, then writes the shrink the leader had proposed (sent to the old
+    one, retried). The leader must take the confirmed ISR: with the LeaderAndIsr's it
+    counted the follower in for good, never asked to add it back, and the cluster's
+    metadata showed it out of sync (seen in the chaos test)."""
+    p = leader(tmp_path, clock, controller)
+    clock.advance(LAG_MS + 1)
+    fetch(p, 2, 0, clock)
+    p.maybe_shrink_isr()
+    [(item, _)] = controller.proposals
+    assert item.new_isr == (1, 2)
+    p.make_leader(
+        LeaderAndIsrPartitionState("t", 0, 1, LEADER, 1, (1, 2, 3), 0, (1, 2, 3)), None, None
+    )
+    controller.accept()
+    assert p.isr_state == CommittedIsr(frozenset({1, 2})) and p.partition_epoch == 1
+    # So follower 3, back and caught up, is proposed again.
+    fetch(p, 3, p.high_watermark, clock)
+    [(item, _)] = controller.proposals
+    assert item.new_isr == (1, 2, 3)
+
+
 def test_acks_all_needs_min_insync_replicas_in_the_committed_isr(
     tmp_path: Path, clock: FakeClock, controller: Controller
 ) -> None:

@@ -331,12 +331,27 @@ class Partition:
         if moved and self.on_high_watermark_moved is not None:
             self.on_high_watermark_moved(self)
 
+    def _confirms_newer(self, result: AlterPartitionResult) -> bool:
+        """Is `result`, the answer to a proposal a LeaderAndIsr replaced meanwhile,
+        still the truth? A new controller sends one built from what it read at its
+        failover, then writes the proposal it was sent: a confirmed change of the same
+        leader epoch and a later partition epoch is newer than that LeaderAndIsr.
+        (Kafka drops it, and the leader's ISR and the controller's then differ until
+        the next election: the leader, counting the follower in, never asks to add it
+        back.)"""
+        return (
+            result.error_code == ErrorCode.none
+            and not self.isr_state.is_inflight
+            and result.leader_epoch == self.leader_epoch
+            and result.partition_epoch > self.partition_epoch
+        )
+
     def handle_alter_partition_result(
         self, pending: PendingExpandIsr | PendingShrinkIsr, result: AlterPartitionResult
     ) -> bool:
         """Apply the controller's answer to `pending` (Kafka's
         handleAlterPartitionUpdate/Error). Returns whether the HW moved."""
-        if self.isr_state is not pending:
+        if self.isr_state is not pending and not self._confirms_newer(result):
             return False  # a LeaderAndIsr replaced the state meanwhile
         if result.error_code != ErrorCode.none:
             self.isr_meters.failed += 1
