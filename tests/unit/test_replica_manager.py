@@ -115,6 +115,7 @@ def test_a_log_of_a_deleted_topic_of_the_same_name_is_set_aside(tmp_path: Path) 
     # While the broker runs: the new topic's epoch 0 is not taken for a stale one.
     logs, rm = start()
     assert leads(rm, old, 5) == [ErrorCode.none]
+    logs.checkpoint()  # the broker's periodic checkpoint writes the topic id too
     assert (tmp_path / "a-0" / "partition.metadata").read_text().startswith("version: 0\n")
     assert [produce(rm, A0).base_offset for _ in range(3)] == [0, 1, 2]
     assert leads(rm, new, 0) == [ErrorCode.none]

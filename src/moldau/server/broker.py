@@ -24,6 +24,7 @@ from moldau.controller.admin import TopicAdmin
 from moldau.controller.channel import BrokerTransport, InProcessTransport
 from moldau.controller.controller import Controller, LeaderRebalance
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
+from moldau.coordinator.offsets_topic import TooFewBrokersReport
 from moldau.coordinator.producer_ids import ProducerIdManager
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore, StoreError
@@ -135,6 +136,8 @@ class Broker:
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
         )  # fmt: skip
         self.metadata_cache = MetadataCache(self.broker_id)
+        # Logs why __consumer_offsets waits for more brokers, once per situation.
+        self.offsets_topic_report = TooFewBrokersReport()
         self.config_manager = DynamicConfigManager(self.client, config, self.log_manager)
         self.dynamic_config = DynamicBrokerConfig(self.client, config)
         self.config_manager.broker_listeners.append(self.dynamic_config.on_change)

@@ -180,10 +180,13 @@ class Log:
         self._flush_ceiling: int | None = None
         self.tp = tp
         # The id of the topic this log belongs to (partition.metadata); None until
-        # the first LeaderAndIsr names it.
+        # the first LeaderAndIsr names it. A new id is written with the next
+        # checkpoint (or close), off the request path: one more file per new log
+        # cost half again the time of creating it.
         self.topic_id: UUID | None = (
             read_topic_id(directory) if PARTITION_METADATA in files else None
         )
+        self.topic_id_written = self.topic_id is not None
         self.config = config
         self.clock = clock
         self.segments = segments
@@ -330,10 +333,20 @@ class Log:
         return opened
 
     def assign_topic_id(self, topic_id: UUID) -> None:
-        """Record the id of the topic this log belongs to (once: it never changes)."""
+        """Name the topic this log belongs to (once: it never changes); the file is
+        written by `write_topic_id`."""
+        self.topic_id = topic_id
+        self.topic_id_written = False
+
+    def write_topic_id(self) -> None:
+        """Write partition.metadata if the topic id is not on disk yet (from any
+        thread). A crash before it lets the next LeaderAndIsr name the id again."""
+        topic_id = self.topic_id
+        if topic_id is None or self.topic_id_written or self.closed:
+            return
         with self._io("topic id of"):
             write_topic_id(self.dir, topic_id)
-        self.topic_id = topic_id
+        self.topic_id_written = True
 
     @contextlib.contextmanager
     def _io(self, action: str) -> Iterator[None]:
@@ -836,11 +849,11 @@ class Log:
         final (a restart completes a swap it finds, deleting what lies in its offset
         range). False if `olds` are no longer all part of the log, side by side."""
         with self._io("segment swap of"):
-            at = next((i for i, s in enumerate(self.segments) if s is olds[0]), None)
+            at = next((i for i, s in enumerate(self.segments) if s is olds[0]), 0)
+            window = self.segments[at : at + len(olds)]
             if (
-                at is None
-                or len(self.segments[at : at + len(olds)]) != len(olds)
-                or any(s is not o for s, o in zip(self.segments[at:], olds, strict=False))
+                len(window) != len(olds)
+                or any(s is not o for s, o in zip(window, olds, strict=True))
                 or olds[-1] is self.segments[-1]
             ):
                 new.delete_files()
@@ -981,6 +994,7 @@ class Log:
             for _, seg in self._pending_deletes:
                 seg.delete_files()
             self._pending_deletes = []
+            self.write_topic_id()
             self.producer_state.take_snapshot(sync)
             self.leader_epoch_cache.flush(sync)
             for seg in self.segments:

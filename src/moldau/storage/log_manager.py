@@ -25,7 +25,7 @@ from pathlib import Path
 from uuid import UUID
 
 from moldau.clock import Clock
-from moldau.protocol.errors import KafkaStorageError
+from moldau.protocol.errors import KafkaError, KafkaStorageError
 from moldau.storage.checkpoint import (
     OffsetCheckpointFile,
     Snapshot,
@@ -44,8 +44,9 @@ from moldau.storage.producer_state import PRODUCER_ID_EXPIRATION_MS
 log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
-# log dir -> (recovery points, log start offsets, cleaner offsets)
-DirCheckpoints = dict[Path, tuple[Offsets, Offsets, Offsets]]
+# log dir -> (recovery points, log start offsets, cleaner offsets, logs whose topic id
+# is not on disk yet)
+DirCheckpoints = dict[Path, tuple[Offsets, Offsets, Offsets, list[Log]]]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -477,7 +478,8 @@ class LogManager:
 
     def checkpoint_snapshot(self) -> Snapshot[DirCheckpoints]:
         """Each online directory's recovery points, log start offsets and cleaner
-        offsets, as its checkpoint files will say."""
+        offsets, as its checkpoint files will say, and its logs whose topic id is
+        still to be written (partition.metadata)."""
         by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.live_log_dirs}
         for tp, d in self._dir_of.items():
             if d in by_dir:
@@ -488,6 +490,7 @@ class LogManager:
                     {tp: self.logs[tp].recovery_point for tp in tps},
                     {tp: self.logs[tp].log_start_offset for tp in tps},
                     {tp: c for tp in tps if (c := self.cleaner_checkpoints.get(tp)) is not None},
+                    [lg for tp in tps if not (lg := self.logs[tp]).topic_id_written],
                 )
                 for d, tps in by_dir.items()
             }
@@ -500,7 +503,11 @@ class LogManager:
         self._checkpoints.write(snapshot, self._write_checkpoints)
 
     def _write_checkpoints(self, by_dir: DirCheckpoints) -> None:
-        for d, (recovery, starts, cleaned) in by_dir.items():
+        for d, (recovery, starts, cleaned, unwritten_ids) in by_dir.items():
+            for lg in unwritten_ids:
+                # Offline (logged there) or deleted meanwhile: nothing to write.
+                with contextlib.suppress(KafkaError):
+                    lg.write_topic_id()
             with self.io_or_offline(d, "writing checkpoints"):
                 OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(recovery)
                 OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(starts)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from moldau.controller.admin import NewTopic
 from moldau.coordinator.group_coordinator import OffsetCommitEntry
 from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
-from moldau.coordinator.offsets_topic import report_too_few_brokers
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import (
@@ -37,7 +36,7 @@ async def _ensure_offsets_topic(broker: Broker) -> None:
     alive = len(broker.metadata_cache.brokers)
     if alive < rf:
         # Kafka waits for enough brokers rather than create it under-replicated.
-        report_too_few_brokers(broker, alive, rf)
+        broker.offsets_topic_report.report(alive, rf)
         raise CoordinatorNotAvailableError(
             f"{alive} live brokers; offsets.topic.replication.factor is {rf}"
         )
