@@ -10,7 +10,9 @@ command -v kcat >/dev/null 2>&1 || need+=(kcat)
 # nft cuts a broker off the network in the cluster tests (moldau.testing.isolation).
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 # ZooKeeper for the cluster tests: Debian's jar, run directly with java.
-command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+# Apache Kafka's Java client, tools and Streams (tests/java) are built with Maven.
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(libzookeeper-java)
 [ -f /usr/share/java/slf4j-simple.jar ] || need+=(libslf4j-java)
 if [ ${#need[@]} -gt 0 ]; then
@@ -27,6 +29,9 @@ PYTHON=${PYTHON:-python3}
 # kio the broker uses: tests/unit/test_legacy_schemas.py checks our bytes against it.
 [ -d .venv/kio-0.5.0/kio ] || .venv/bin/pip install -q --disable-pip-version-check \
   --no-deps --target .venv/kio-0.5.0 kio==0.5.0
+
+# Kafka's jars from Maven Central into tests/java/target/lib (cached in ~/.m2).
+mvn -q -B -f tests/java/pom.xml package
 
 lint_dirs="src tests"; [ -d bench ] && lint_dirs="$lint_dirs bench"
 .venv/bin/ruff check $lint_dirs

@@ -1,0 +1,70 @@
+"""Apache Kafka's own client, tools, Streams and broker, run from the jars Maven
+fetches for tests/java (a source checkout only: the jars are not part of the package).
+
+scripts/test.sh builds them; a test run without it builds them on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+JAVA_DIR = Path(__file__).resolve().parents[3] / "tests" / "java"
+KAFKA_RUN_CLASS = JAVA_DIR / "kafka-run-class"
+_BUILT = JAVA_DIR / "target" / "lib"
+
+
+def java_unavailable() -> str | None:
+    """Why Kafka's jars cannot be built or run here, or None."""
+    if not (JAVA_DIR / "pom.xml").is_file():
+        return f"{JAVA_DIR}/pom.xml is missing (not a source checkout)"
+    for tool in ("java", "javac", "mvn"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
+
+
+def ensure_built() -> Path:
+    """Runs `mvn package` in tests/java unless its output is newer than every source."""
+    why = java_unavailable()
+    if why is not None:
+        raise RuntimeError(f"Kafka's Java tools cannot run: {why}; scripts/test.sh installs them")
+    sources = [JAVA_DIR / "pom.xml", *JAVA_DIR.glob("src/**/*.java")]
+    if _BUILT.is_dir() and all(p.stat().st_mtime <= _BUILT.stat().st_mtime for p in sources):
+        return JAVA_DIR
+    subprocess.run(["mvn", "-q", "-B", "package"], cwd=JAVA_DIR, check=True, timeout=900)
+    _BUILT.touch()
+    return JAVA_DIR
+
+
+def command(main_class: str, *args: str) -> list[str]:
+    """The command line that runs a class of Kafka's (or of tests/java) with its arguments."""
+    return [str(KAFKA_RUN_CLASS), main_class, *args]
+
+
+def run(
+    main_class: str,
+    *args: str,
+    input: str | None = None,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Runs a class to its end and returns its exit status, stdout and stderr."""
+    return subprocess.run(
+        command(main_class, *args),
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=check,
+    )
+
+
+def popen(main_class: str, *args: Sequence[str] | str, **kwargs: object) -> subprocess.Popen[str]:
+    """Starts a class as a process of its own (the caller stops it)."""
+    return subprocess.Popen(command(main_class, *map(str, args)), text=True, **kwargs)  # type: ignore[call-overload]
