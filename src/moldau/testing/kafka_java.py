@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 JAVA_DIR = Path(__file__).resolve().parents[3] / "tests" / "java"
 KAFKA_RUN_CLASS = JAVA_DIR / "kafka-run-class"
@@ -65,6 +66,6 @@ def run(
     )
 
 
-def popen(main_class: str, *args: Sequence[str] | str, **kwargs: object) -> subprocess.Popen[str]:
+def popen(main_class: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
     """Starts a class as a process of its own (the caller stops it)."""
-    return subprocess.Popen(command(main_class, *map(str, args)), text=True, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(command(main_class, *args), text=True, **kwargs)
