@@ -89,11 +89,14 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
                 )
     props.update(overrides)
     if args.port is not None or args.host is not None or "listeners" not in props:
-        host = args.host if args.host is not None else "localhost"
-        port = args.port if args.port is not None else 9092
+        # A flag changes only its part of the configured listener: --port on a
+        # config that listens on 0.0.0.0 still listens on 0.0.0.0.
+        name, conf_host, conf_port = _listener_parts(props.get("listeners", ""))
+        host = args.host if args.host is not None else conf_host
+        port = args.port if args.port is not None else conf_port
         if not 0 <= port <= 65535:
             raise CliError(f"--port {port} is not a valid port")
-        props["listeners"] = f"PLAINTEXT://{host}:{port}"
+        props["listeners"] = f"{name}://{host}:{port}"
     if args.metrics_port is not None:
         if not 0 <= args.metrics_port <= 65535:
             raise CliError(f"--metrics-port {args.metrics_port} is not a valid port")
@@ -103,6 +106,18 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
     elif "log.dirs" not in props and "log.dir" not in props:
         props["log.dirs"] = "./data"
     return props
+
+
+def _listener_parts(listeners: str) -> tuple[str, str, int]:
+    """(name, host, port) of a one-listener `listeners` value; Moldau's defaults for
+    what it leaves out (PLAINTEXT, localhost, 9092)."""
+    first = listeners.partition(",")[0].strip()
+    name, sep, address = first.partition("://")
+    if not sep:
+        return "PLAINTEXT", "localhost", 9092
+    host, _, port_text = address.rpartition(":")
+    port = int(port_text) if port_text.isdigit() else 9092
+    return name or "PLAINTEXT", host, port  # an empty host listens on every interface
 
 
 def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, str]]:
