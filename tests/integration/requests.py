@@ -94,3 +94,22 @@ def metadata(*names: str, version: int = 12, auto_create: bool = True) -> Any:
         topics=[{"name": n} for n in names],
         allow_auto_topic_creation=auto_create,
     )
+
+
+def delete_records(
+    offsets: dict[tuple[str, int], int], timeout: int = 5000, version: int = 2
+) -> Any:
+    topics: dict[str, list[dict[str, int]]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "offset": offset})
+    return request(
+        21,
+        version,
+        timeout=timeout,
+        topics=[{"name": t, "partitions": parts} for t, parts in topics.items()],
+    )
+
+
+def describe_log_dirs(topics: dict[str, list[int]] | None = None, version: int = 4) -> Any:
+    wanted = None if topics is None else [{"topic": t, "partitions": p} for t, p in topics.items()]
+    return request(35, version, topics=wanted)
