@@ -50,11 +50,13 @@ def fetch(topic: str, partition: int, offset: int, version: int = 12, max_wait: 
     )  # fmt: skip
 
 
-def list_offsets(topic: str, partition: int, timestamp: int, version: int = 7) -> Any:
+def list_offsets(
+    topic: str, partition: int, timestamp: int, version: int = 7, replica_id: int = -1
+) -> Any:
     return request(
         2,
         version,
-        replica_id=-1,
+        replica_id=replica_id,
         topics=[
             {
                 "name": topic,

@@ -239,9 +239,7 @@ def test_describe_log_dirs_tells_each_dir_its_partitions_sizes_and_space(setup: 
     dirs = s.rm.describe_log_dirs(None)
     assert [d.path for d in dirs] == s.logs.log_dirs
     assert all(d.error == ErrorCode.none and d.total_bytes >= d.usable_bytes > 0 for d in dirs)
-    found = {
-        (d.path, topic): parts for d in dirs for topic, parts in d.topics.items()
-    }
+    found = {(d.path, topic): parts for d in dirs for topic, parts in d.topics.items()}
     for tp in (A0, B0):
         lg = s.logs.logs[tp]
         assert found[(lg.log_dir, tp.topic)] == [
