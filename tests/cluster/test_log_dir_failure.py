@@ -2,7 +2,8 @@
 broker tells the controller through /log_dir_event_notification (KIP-112), the
 controller learns from the broker's LeaderAndIsr answer (KAFKA_STORAGE_ERROR) which
 replicas are offline and takes their partitions' leadership away; the broker's
-other directory and the other brokers keep serving."""
+other directory and the other brokers keep serving, and DescribeLogDirs tells which
+directory failed."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from pathlib import Path
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.protocol.errors import ErrorCode
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
 from moldau.testing.zookeeper import read_children
+from tests.integration import requests as rq
+from tests.integration.kafka_wire import WireClient
 from tests.integration.test_full_disk import leader_of, partition_dir, produce
 from tests.integration.tmpfs import Tmpfs
 
@@ -53,3 +57,18 @@ def test_a_full_log_dir_on_one_broker_takes_only_its_partitions_offline(
         more, more_errors = produce(cluster.bootstrap, topic_name, 200, partition)
         assert more_errors == [] and sorted(more) == list(range(200))
     assert all(cluster.is_running(b) for b in cluster.brokers.values())
+    # DescribeLogDirs (kafka-log-dirs): the failed directory says so, the other still
+    # tells its partition and its volume's space.
+    with WireClient(cluster.brokers[2].bootstrap) as c:
+        got = c.request(rq.describe_log_dirs())
+    by_dir = {Path(r.log_dir): r for r in got.results}
+    failed_dir = partition_dir(dirs, topic_name, full).resolve()
+    kept_dir = partition_dir(dirs, topic_name, kept).resolve()
+    assert set(by_dir) == {roomy.path.resolve(), small.path.resolve()}
+    assert by_dir[failed_dir].error_code == ErrorCode.kafka_storage_error
+    assert by_dir[failed_dir].topics == ()
+    kept_result = by_dir[kept_dir]
+    assert kept_result.error_code == ErrorCode.none and kept_result.usable_bytes > 0
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in kept_result.topics] == [
+        (topic_name, [kept])
+    ]

@@ -50,11 +50,13 @@ def fetch(topic: str, partition: int, offset: int, version: int = 12, max_wait: 
     )  # fmt: skip
 
 
-def list_offsets(topic: str, partition: int, timestamp: int, version: int = 7) -> Any:
+def list_offsets(
+    topic: str, partition: int, timestamp: int, version: int = 7, replica_id: int = -1
+) -> Any:
     return request(
         2,
         version,
-        replica_id=-1,
+        replica_id=replica_id,
         topics=[
             {
                 "name": topic,
@@ -94,3 +96,22 @@ def metadata(*names: str, version: int = 12, auto_create: bool = True) -> Any:
         topics=[{"name": n} for n in names],
         allow_auto_topic_creation=auto_create,
     )
+
+
+def delete_records(
+    offsets: dict[tuple[str, int], int], timeout: int = 5000, version: int = 2
+) -> Any:
+    topics: dict[str, list[dict[str, int]]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "offset": offset})
+    return request(
+        21,
+        version,
+        timeout=timeout,
+        topics=[{"name": t, "partitions": parts} for t, parts in topics.items()],
+    )
+
+
+def describe_log_dirs(topics: dict[str, list[int]] | None = None, version: int = 4) -> Any:
+    wanted = None if topics is None else [{"topic": t, "partitions": p} for t, p in topics.items()]
+    return request(35, version, topics=wanted)

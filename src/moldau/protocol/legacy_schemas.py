@@ -16,6 +16,7 @@ later one that kio has are served as that one (`ALIASES`).
   versions give its source and synonyms.
 - OffsetForLeaderEpoch v0-v1: no current leader epoch; responses v0 (no leader epoch)
   and v1 (no throttle time).
+- DescribeLogDirs v0: v1's wire form (an alias).
 """
 
 # No `from __future__ import annotations`: kio reads the field types at run time.
@@ -482,4 +483,5 @@ ALIASES: dict[tuple[int, int], int] = {
     (ApiKey.OFFSET_FETCH, 0): 1,
     (ApiKey.CREATE_TOPICS, 1): 2,
     (ApiKey.DELETE_TOPICS, 0): 1,
+    (ApiKey.DESCRIBE_LOG_DIRS, 0): 1,
 }

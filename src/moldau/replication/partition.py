@@ -32,6 +32,7 @@ from moldau.protocol.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     UnknownLeaderEpochError,
 )
 from moldau.protocol.records import LOG_OVERHEAD, BatchHeader, offset_and_length
@@ -49,6 +50,9 @@ from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
 
 log = logging.getLogger(__name__)
+
+# DeleteRecords' offset that means "up to the high watermark".
+DELETE_TO_HIGH_WATERMARK = -1
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -405,6 +409,51 @@ class Partition:
                 return True, ErrorCode.not_enough_replicas_after_append
             return True, ErrorCode.none
         return False, ErrorCode.none
+
+    # -- delete records ------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> tuple[int, int]:
+        """DeleteRecords: move the log start offset up to `offset` (-1: the HW), as
+        Kafka's deleteRecordsOnLeader. Returns (the offset asked, now resolved, and
+        the low watermark). Segments wholly below the new start go at the next
+        retention check."""
+        if not self.is_leader or self.log is None:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        lg = self.log
+        if not lg.config.delete:
+            raise PolicyViolationError(
+                f"records of {self.tp} cannot be deleted: its cleanup.policy has no delete"
+            )
+        target = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"offset {target} of {self.tp} is not valid")
+        if target > self.high_watermark:
+            # Only what every replica has may go (Kafka's maybeIncrementLogStartOffset).
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start of {self.tp} to {target}: "
+                f"above the high watermark {self.high_watermark}"
+            )
+        if target > lg.log_start_offset:
+            log.info("%s: log start offset moved to %d by DeleteRecords", self.tp, target)
+        lg.maybe_increment_log_start_offset(target)
+        return target, self.low_watermark_if_leader()
+
+    def low_watermark_if_leader(self) -> int:
+        """The lowest log start offset over this leader and the followers whose
+        brokers are alive, in or out of the ISR (Kafka's lowWatermarkIfLeader): what
+        a DeleteRecords waits for. A follower not heard from in this epoch counts
+        as -1."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        low = self._local_log().log_start_offset
+        for r, remote in self.remote_replicas.items():
+            if remote.log_start_offset < low and self.is_broker_alive(r):
+                low = remote.log_start_offset
+        return low
 
     # -- fetch ---------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,14 @@ from moldau.protocol.errors import (
 )
 from moldau.protocol.produce import ProducePartitionResponse
 from moldau.protocol.uuids import ZERO_UUID
-from moldau.replication.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
+from moldau.replication.delayed import (
+    INVALID_LOW_WATERMARK,
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    DeleteRecordsPartitionStatus,
+    ProducePartitionStatus,
+)
 from moldau.replication.fetcher import (
     FetchClient,
     FetcherConfig,
@@ -91,6 +99,30 @@ class FetchPartitionRead:
     info: LogReadInfo | None = None
 
 
+# DescribeLogDirs' offset lag of a log no partition holds here (Kafka's
+# INVALID_OFFSET_LAG).
+INVALID_OFFSET_LAG = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirPartition:
+    partition: int
+    size: int  # bytes in its segments
+    offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory as DescribeLogDirs tells it: its absolute path, and either
+    an error or its partitions by topic and its volume's space."""
+
+    path: Path
+    error: ErrorCode
+    topics: dict[str, list[LogDirPartition]]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -146,6 +178,9 @@ class ReplicaManager:
         self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedFetch] = (
             DelayedOperationPurgatory("Fetch", timer)
         )
+        self.delete_records_purgatory: DelayedOperationPurgatory[
+            TopicPartition, DelayedDeleteRecords
+        ] = DelayedOperationPurgatory("DeleteRecords", timer)
         self._hw_checkpoints: dict[TopicPartition, int] = {}
         # Partitions whose log directory failed (Kafka's HostedPartition.Offline):
         # they answer KAFKA_STORAGE_ERROR until the broker restarts.
@@ -166,6 +201,7 @@ class ReplicaManager:
     def shutdown(self, checkpoint: bool = True) -> None:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        self.delete_records_purgatory.shutdown()
         if checkpoint:
             self.checkpoint_high_watermarks()
 
@@ -235,9 +271,11 @@ class ReplicaManager:
             listener(tp, is_leader)
 
     def _complete_delayed(self, tp: TopicPartition) -> None:
-        """Something changed that waiting produces and fetches of `tp` must see."""
+        """Something changed that waiting produces, fetches and record deletions of
+        `tp` must see."""
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     def _on_high_watermark_moved(self, partition: Partition) -> None:
         self._complete_delayed(partition.tp)
@@ -403,6 +441,48 @@ class ReplicaManager:
                 self.topic_stats.remove_topic(topic)
         return StopReplicaResponse(ErrorCode.none, tuple(errors))
 
+    # -- log dirs ------------------------------------------------------------------------
+
+    def describe_log_dirs(self, partitions: set[TopicPartition] | None) -> list[LogDirDescription]:
+        """Every configured log directory with the logs it holds of `partitions`
+        (None: all), as Kafka's describeLogDirs: an offline directory answers
+        KAFKA_STORAGE_ERROR and nothing else; topics with none of `partitions` are
+        left out."""
+        by_dir: dict[Path, dict[str, list[LogDirPartition]]] = {}
+        for tp, lg in self.log_manager.logs.items():
+            if partitions is not None and tp not in partitions:
+                continue
+            entry = LogDirPartition(tp.partition, lg.size_in_bytes(), self._offset_lag(tp))
+            by_dir.setdefault(lg.log_dir, {}).setdefault(tp.topic, []).append(entry)
+        out = []
+        for d in self.log_manager.log_dirs:
+            if self.log_manager.failure_channel.is_offline(d):
+                out.append(LogDirDescription(d, ErrorCode.kafka_storage_error, {}))
+                continue
+            try:
+                usage = shutil.disk_usage(d)
+            except OSError as e:
+                # Kafka answers what its file store lookup threw (an IOException:
+                # UNKNOWN_SERVER_ERROR) and leaves the directory online.
+                log.error("cannot describe log dir %s: %s", d, e)
+                out.append(LogDirDescription(d, ErrorCode.unknown_server_error, {}))
+                continue
+            topics = by_dir.get(d, {})
+            for entries in topics.values():
+                entries.sort(key=lambda e: e.partition)
+            # `free` is what an unprivileged writer may use (Java's getUsableSpace).
+            out.append(LogDirDescription(d, ErrorCode.none, topics, usage.total, usage.free))
+        return out
+
+    def _offset_lag(self, tp: TopicPartition) -> int:
+        """How far the log's end is behind its HW (Kafka's getLogEndOffsetLag): 0 on
+        a leader, and on a follower too, whose HW never passes its log end; -1 for
+        a log no partition holds yet (before its first LeaderAndIsr)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return INVALID_OFFSET_LAG
+        return max(p.high_watermark - p.log.log_end_offset, 0)
+
     # -- produce -------------------------------------------------------------------------
 
     def append_records(
@@ -449,6 +529,41 @@ class ReplicaManager:
                 status[tp] = ProducePartitionStatus(0, response, acks_pending=False)
         op = DelayedProduce(timeout_ms, status, self, respond)
         self.produce_purgatory.try_complete_else_watch(op, list(status))
+
+    # -- delete records ------------------------------------------------------------------
+
+    def delete_records(
+        self,
+        timeout_ms: int,
+        offsets: dict[TopicPartition, int],
+        respond: Callable[[dict[TopicPartition, DeleteRecordsPartitionStatus]], None],
+    ) -> None:
+        """Move the leaders' log start offsets up (Kafka's deleteRecords); `respond`
+        is called with each partition's low watermark or error, at once if no replica
+        need catch up, else once every live replica's log start offset has reached
+        the offset asked, or after `timeout_ms` (REQUEST_TIMED_OUT). The caller has
+        checked that the metadata names every partition: one this broker does not
+        hold is NOT_LEADER_OR_FOLLOWER (the client's metadata is stale)."""
+        status: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
+        must_wait = False
+        for tp, offset in offsets.items():
+            try:
+                partition = self.partitions.get(tp)
+                if partition is None or partition.log is None:
+                    if tp in self.offline_partitions:
+                        raise KafkaStorageError(f"partition {tp} is in an offline log directory")
+                    raise NotLeaderOrFollowerError(f"broker {self.broker_id} holds no {tp}")
+                required, low = partition.delete_records_on_leader(offset)
+            except KafkaError as e:
+                status[tp] = DeleteRecordsPartitionStatus(-1, INVALID_LOW_WATERMARK, e.code)
+                continue
+            status[tp] = DeleteRecordsPartitionStatus(required, low)
+            must_wait = must_wait or low < required
+        if not must_wait:
+            respond(status)
+            return
+        op = DelayedDeleteRecords(timeout_ms, status, self, respond)
+        self.delete_records_purgatory.try_complete_else_watch(op, list(status))
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -518,6 +633,10 @@ class ReplicaManager:
                     )  # fmt: skip
                     if moved:
                         self._complete_delayed(p.tp)
+                    else:
+                        # Its log start offset may have reached what a DeleteRecords
+                        # waits for (a dictionary lookup when none waits).
+                        self.delete_records_purgatory.check_and_complete(p.tp)
                 read.info = info
                 size = info.data.size
                 limit = max(0, limit - size)

@@ -66,6 +66,7 @@ from moldau.server.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
+from moldau.server.handlers.records import handle_delete_records, handle_describe_log_dirs
 from moldau.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -104,6 +105,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,

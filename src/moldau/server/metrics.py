@@ -142,6 +142,7 @@ class BrokerCollector(Collector):
         sizes = [
             (rm.produce_purgatory.name, rm.produce_purgatory.watched()),
             (rm.fetch_purgatory.name, rm.fetch_purgatory.watched()),
+            (rm.delete_records_purgatory.name, rm.delete_records_purgatory.watched()),
         ]
         yield gauge(
             "kafka_server_delayedoperationpurgatory_purgatorysize",

@@ -1,0 +1,123 @@
+"""Kafka's kafka-delete-records (DeleteRecordsCommand) and kafka-log-dirs
+(LogDirsCommand) against one Moldau broker and the three-broker cluster: what a user
+reads in their output, the low watermark a deletion reached, and each replica's log
+dir with the bytes its segment files hold."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.testing import kafka_java
+from tests.integration.test_delete_records import produce
+
+pytestmark = pytest.mark.java
+
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+
+
+@dataclass(frozen=True)
+class Target:
+    bootstrap: str
+    data_dirs: dict[int, Path]  # broker id -> its log dir
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.data_dirs)
+
+
+@pytest.fixture(params=["single", "cluster"])
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    """One broker, or the three-broker cluster, with where each keeps its logs."""
+    if request.param == "single":
+        b = request.getfixturevalue("moldau")
+        [broker_id] = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics().brokers
+        yield Target(b.bootstrap, {broker_id: b.data_dir})
+    else:
+        c = request.getfixturevalue("moldau_cluster")
+        yield Target(c.bootstrap, {i: c.data_dir(i) for i in c.brokers})
+
+
+def create(target: Target, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    new = NewTopic(topic, partitions, target.replication_factor)
+    admin.create_topics([new])[topic].result(timeout=30)
+
+
+def low_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
+    try:
+        return int(c.get_watermark_offsets(CTP(topic, 0), timeout=10)[0])
+    finally:
+        c.close()
+
+
+def delete_records(target: Target, tmp_path: Path, topic: str, offset: int) -> str:
+    offsets = tmp_path / "offsets.json"
+    entry = {"topic": topic, "partition": 0, "offset": offset}
+    offsets.write_text(json.dumps({"partitions": [entry], "version": 1}))
+    done = kafka_java.run(
+        DELETE_RECORDS, "--bootstrap-server", target.bootstrap, "--offset-json-file", str(offsets)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    return done.stdout
+
+
+def test_kafka_delete_records_prints_the_low_watermark_reached(
+    target: Target, tmp_path: Path, topic_name: str
+) -> None:
+    create(target, topic_name)
+    produce(target.bootstrap, topic_name, 30, size=50)
+
+    out = delete_records(target, tmp_path, topic_name, 12)
+    assert "Records delete operation completed:" in out
+    assert f"partition: {topic_name}-0\tlow_watermark: 12" in out.splitlines()
+    assert low_watermark(target.bootstrap, topic_name) == 12
+
+    # Past the end: the broker's OFFSET_OUT_OF_RANGE, as Kafka's tool shows it.
+    out = delete_records(target, tmp_path, topic_name, 31)
+    [line] = [x for x in out.splitlines() if x.startswith("partition:")]
+    assert line.startswith(f"partition: {topic_name}-0\terror: ")
+    assert "OffsetOutOfRangeException" in line
+    # -1: up to the high watermark.
+    out = delete_records(target, tmp_path, topic_name, -1)
+    assert f"partition: {topic_name}-0\tlow_watermark: 30" in out.splitlines()
+    assert low_watermark(target.bootstrap, topic_name) == 30
+
+
+def test_kafka_log_dirs_describes_every_replica_with_the_bytes_on_disk(
+    target: Target, topic_name: str
+) -> None:
+    create(target, topic_name, partitions=2)
+    produce(target.bootstrap, topic_name, 40, size=200)
+    done = kafka_java.run(
+        LOG_DIRS, "--bootstrap-server", target.bootstrap, "--describe", "--topic-list", topic_name
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Querying brokers for log directories information"
+    assert lines[1].startswith("Received log directory information from brokers ")
+    described = json.loads(lines[-1])
+    assert described["version"] == 1
+    assert {b["broker"] for b in described["brokers"]} == set(target.data_dirs)
+    for b in described["brokers"]:
+        data_dir = target.data_dirs[b["broker"]]
+        [log_dir] = b["logDirs"]
+        assert log_dir["logDir"] == str(data_dir.resolve())
+        assert log_dir["error"] is None
+        # Every replica is here (RF = the number of brokers), with what its files hold.
+        got = {p["partition"]: p for p in log_dir["partitions"]}
+        assert set(got) == {f"{topic_name}-0", f"{topic_name}-1"}
+        for name, p in got.items():
+            on_disk = sum(f.stat().st_size for f in (data_dir / name).glob("*.log"))
+            assert (p["size"], p["offsetLag"], p["isFuture"]) == (on_disk, 0, False), name
+        assert got[f"{topic_name}-0"]["size"] > 40 * 200
+        assert got[f"{topic_name}-1"]["size"] == 0
