@@ -10,6 +10,7 @@ import pytest
 from moldau.clock import FakeClock
 from moldau.protocol.errors import (
     CorruptMessageError,
+    InvalidRecordError,
     InvalidTimestampError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -19,6 +20,7 @@ from moldau.protocol.records import (
     Compression,
     TimestampType,
     build_batch,
+    compute_crc,
     iter_records,
     split_batches,
     validate_batch,
@@ -234,6 +236,49 @@ def test_create_time_outside_the_allowed_window_is_refused(
         log.append_as_leader(batch(1, clock.milliseconds() - 5000), 0)
     log.append_as_leader(batch(1, clock.milliseconds() - 500), 0)
     assert log.log_end_offset == 1
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.ZSTD])
+def test_a_refused_batch_names_each_keyless_record_of_a_compacted_topic(
+    tmp_path: Path, clock: FakeClock, compression: Compression
+) -> None:
+    """KIP-467: the client fails exactly the named records; the others of the batch
+    are told apart. Nothing is appended."""
+    log = open_log(tmp_path, clock, compact=True)
+    keys = [b"a", None, b"b", None, None]
+    refused = build_batch([(k, b"v") for k in keys], compression=compression)
+    with pytest.raises(InvalidRecordError) as e:
+        log.append_as_leader(memoryview(refused), 0)
+    assert [i for i, _ in e.value.record_errors] == [1, 3, 4]
+    assert all("key" in (why or "") for _, why in e.value.record_errors)
+    assert log.log_end_offset == 0
+    log.append_as_leader(memoryview(build_batch([(b"a", b"v")])), 0)
+    assert log.log_end_offset == 1
+
+
+def test_a_record_older_than_its_batchs_first_is_refused_by_name(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The header's base timestamp is the first record's, not the oldest's: with
+    before.max.ms set, the records themselves are checked, as Kafka checks them."""
+    now = clock.milliseconds()
+    log = open_log(
+        tmp_path, clock, message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=1000
+    )
+    stamps = [now, now - 5000, now - 10, now - 20]
+    refused = build_batch([(b"k", b"v")] * 4, timestamps=stamps, compression=Compression.GZIP)
+    assert BatchHeader.parse(refused).base_timestamp == now
+    with pytest.raises(InvalidTimestampError) as e:
+        log.append_as_leader(memoryview(refused), 0)
+    assert [i for i, _ in e.value.record_errors] == [1]
+    assert log.log_end_offset == 0
+
+
+def test_a_producer_may_not_set_log_append_time(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path, clock, message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    with pytest.raises(InvalidTimestampError) as e:
+        log.append_as_leader(memoryview(build_batch([(b"k", b"v")] * 2, log_append_time=True)), 0)
+    assert [i for i, _ in e.value.record_errors] == [0, 1]
 
 
 def test_offset_for_timestamp_finds_the_first_record_at_or_after(
@@ -510,3 +555,19 @@ def test_a_truncation_below_the_log_start_brings_the_log_start_down_with_it(
     assert (log.log_start_offset, log.log_end_offset) == (3, 3)
     log.append_as_follower(memoryview(build_batch([(b"k", b"v")], base_offset=3)))
     assert all_records(log) == [3]
+
+
+def test_a_producer_batch_of_control_records_or_without_a_sequence_is_refused(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """As Kafka's LogValidator: the whole batch is INVALID_RECORD, no record named."""
+    log = open_log(tmp_path, clock)
+    no_sequence = build_batch([(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=-1)
+    control = bytearray(build_batch([(b"k", b"v")]))
+    control[22] |= 0x20
+    control[17:21] = compute_crc(control).to_bytes(4, "big")
+    for refused in (no_sequence, bytes(control)):
+        with pytest.raises(InvalidRecordError) as e:
+            log.append_as_leader(memoryview(refused), 0)
+        assert e.value.record_errors == []
+    assert log.log_end_offset == 0

@@ -8,6 +8,7 @@ every class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
@@ -24,9 +25,14 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         return bool(self.code.retriable)
 
-    def __init__(self, message: str = "") -> None:
+    def __init__(
+        self, message: str = "", record_errors: Sequence[tuple[int, str | None]] = ()
+    ) -> None:
         super().__init__(message or self.code.name.upper())
         self.message = message
+        # KIP-467: (index in its batch, why) of each record that made a Produce batch
+        # be refused, so that a client fails those records and tells the rest apart.
+        self.record_errors = list(record_errors)
 
 
 class UnknownServerError(KafkaError):

@@ -155,6 +155,12 @@ def validate_batch(batch: Buffer) -> BatchHeader:
             f"record batch count {h.records_count} does not match "
             f"lastOffsetDelta {h.last_offset_delta}"
         )
+    if h.is_control:
+        raise InvalidRecordError("clients may not write control batches")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise InvalidRecordError(
+            f"base sequence {h.base_sequence} of producer id {h.producer_id} is negative"
+        )
     return h
 
 
@@ -308,6 +314,28 @@ def iter_records(batch: Buffer) -> Iterator[Record]:
         yield Record(h.base_offset + off_delta, ts, key, value, tuple(headers))
 
 
+def record_stamps_and_keys(batch: Buffer) -> Iterator[tuple[int, int]]:
+    """(timestamp, key length, -1 for none) of each record of one batch, in order:
+    what produce validation asks of a record. Keys, values and headers are skipped,
+    not copied; a compressed batch is decompressed."""
+    h = BatchHeader.parse(batch)
+    body: Buffer = memoryview(batch)[HEADER_SIZE : h.size]
+    if h.compression != Compression.NONE:
+        body = decompress(h.compression, body)
+    log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
+    pos = 0
+    for _ in range(h.records_count):
+        length, pos = _varint(body, pos)
+        end = pos + length
+        if length < 0 or end > len(body):
+            raise CorruptMessageError("record runs past its batch")
+        ts_delta, pos = _varint(body, pos + 1)  # past the attributes byte
+        _, pos = _varint(body, pos)  # offset delta
+        key_length, _ = _varint(body, pos)
+        yield (h.max_timestamp if log_append else h.base_timestamp + ts_delta), key_length
+        pos = end
+
+
 def _varbytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     n, pos = _varint(buf, pos)
     if n < 0:
@@ -341,7 +369,8 @@ def build_batch(
     broker's own records (e.g. committed offsets) and by tests."""
     body = bytearray()
     stamps = list(timestamps) if timestamps is not None else [timestamp] * len(records)
-    base_ts = min(stamps) if stamps else timestamp
+    # The first record's, as producers write it (not the oldest: deltas may be negative).
+    base_ts = stamps[0] if stamps else timestamp
     for i, rec in enumerate(records):
         key, value = rec[0], rec[1]
         headers: Sequence[tuple[str, bytes | None]] = rec[2] if len(rec) == 3 else ()

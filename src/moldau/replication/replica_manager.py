@@ -63,6 +63,16 @@ log = logging.getLogger(__name__)
 HW_CHECKPOINT = "replication-offset-checkpoint"
 # Fetch requests from consumers carry this replica id.
 CONSUMER_REPLICA_ID = -1
+# Produce errors Kafka answers without the log start offset (its appendToLocalLog);
+# every other refusal carries it.
+_NO_LOG_START_ON_ERROR = frozenset({
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.message_too_large,
+    ErrorCode.record_list_too_large,
+    ErrorCode.corrupt_message,
+    ErrorCode.kafka_storage_error,
+})  # fmt: skip
 
 
 # log dir -> partition -> high watermark (replication-offset-checkpoint)
@@ -509,6 +519,13 @@ class ReplicaManager:
             except KafkaError as e:
                 response.error_code = e.code
                 response.error_message = e.message or None
+                response.record_errors = e.record_errors
+                if e.code not in _NO_LOG_START_ON_ERROR:
+                    # As Kafka: a refused batch still tells the log start offset.
+                    held = self.partitions.get(tp)
+                    log_ = held.log if held is not None else None
+                    if log_ is not None:
+                        response.log_start_offset = log_.log_start_offset
                 stats.mark(tp.topic, TopicMeter.FAILED_PRODUCE_REQUESTS)
                 continue
             if not info.duplicate:

@@ -42,12 +42,14 @@ from moldau.protocol.errors import (
 from moldau.protocol.records import (
     ATTR_TIMESTAMP_TYPE,
     HEADER_SIZE,
+    NO_TIMESTAMP,
     OFFSET_ATTRIBUTES,
     OFFSET_MAGIC,
     BatchHeader,
     TimestampType,
     iter_records,
     recompress,
+    record_stamps_and_keys,
     validate_batch,
     validate_replicated_batch,
 )
@@ -85,6 +87,7 @@ _CRC = struct.Struct(">I")
 _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+_LONG_MAX = 2**63 - 1
 # How many batch-end positions to remember, so that reads at the tail (the usual
 # consumer and follower) find their start without scanning.
 _BOUNDARY_CACHE = 4096
@@ -418,6 +421,8 @@ class Log:
         if size > self.config.segment_bytes:
             raise RecordListTooLargeError(f"batch of {size} bytes exceeds segment.bytes")
         header = validate_batch(batch)
+        now = self.clock.milliseconds()
+        self._check_records(batch, header, now)
         codec = self.config.compression
         if codec is not None and codec != header.compression:
             # Kafka recompresses to the topic's codec: the one append path that
@@ -429,9 +434,6 @@ class Log:
                 raise MessageTooLargeError(
                     f"recompressed batch of {size} bytes exceeds max.message.bytes"
                 )
-        if self.config.compact and any(r.key is None for r in iter_records(batch)):
-            # Kafka checks every record of a compacted topic: the cleaner needs keys.
-            raise InvalidRecordError("Compacted topic cannot accept message without key")
         if header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:
@@ -447,7 +449,6 @@ class Log:
                     duplicate.last_offset, log_append_time, self.log_start_offset,
                     header.records_count, size, duplicate=True,
                 )  # fmt: skip
-        now = self.clock.milliseconds()
         first = self._leo
         last = first + header.last_offset_delta
         prefix = _PREFIX.pack(first, header.batch_length, leader_epoch, header.magic)
@@ -456,7 +457,6 @@ class Log:
             max_ts = now
             append_time = now
         else:
-            self._check_timestamps(header, now)
             parts = [prefix, batch[OFFSET_MAGIC + 1 :]]
             max_ts = header.max_timestamp
             append_time = -1
@@ -534,23 +534,68 @@ class Log:
         self._check_open()
         self.leader_epoch_cache.assign(epoch, start_offset)
 
-    def _check_timestamps(self, header: BatchHeader, now: int) -> None:
-        # Checked on the batch header alone: its base and max timestamps bound the
-        # records' timestamps closely enough, and no record is decoded.
-        before, after = (
-            self.config.message_timestamp_before_max_ms,
-            self.config.message_timestamp_after_max_ms,
-        )
-        if now - min(header.base_timestamp, header.max_timestamp) > before:
-            raise InvalidTimestampError(
-                f"timestamp {header.base_timestamp} is more than "
-                f"message.timestamp.before.max.ms={before} before the broker's time"
+    def _check_records(self, batch: memoryview, header: BatchHeader, now: int) -> None:
+        """Kafka's checks of each record of a producer's batch (LogValidator): a
+        compacted topic's records need a key; a CreateTime topic's timestamps lie
+        within message.timestamp.before/after.max.ms of the broker's clock; a producer
+        never sets LogAppendTime. A refused batch names each bad record (KIP-467).
+
+        The header answers most batches: records are read only on a compacted topic,
+        when the header's timestamps are out of range, or when before.max.ms is set
+        and the batch has several records (its first record's timestamp, the base,
+        need not be its oldest)."""
+        config = self.config
+        create_time = config.message_timestamp_type == TimestampType.CREATE_TIME
+        before = config.message_timestamp_before_max_ms
+        after = config.message_timestamp_after_max_ms
+        log_append_batch = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
+
+        def timestamp_error(ts: int) -> str | None:
+            if create_time and ts != NO_TIMESTAMP:
+                if now - ts > before or ts - now > after:
+                    return (
+                        f"timestamp {ts} of {self.tp} is outside [{now - before}, {now + after}]"
+                        " (message.timestamp.before.max.ms, message.timestamp.after.max.ms)"
+                    )
+            elif log_append_batch:
+                return f"a producer may not set LogAppendTime on its records ({self.tp})"
+            return None
+
+        if log_append_batch:
+            # Every record of such a batch has the batch's max timestamp.
+            shared = timestamp_error(header.max_timestamp)
+            timestamps_suspect = False
+        else:
+            shared = None
+            timestamps_suspect = create_time and (
+                (before < _LONG_MAX and header.records_count > 1)
+                or now - min(header.base_timestamp, header.max_timestamp) > before
+                or header.max_timestamp - now > after
             )
-        if header.max_timestamp - now > after:
+        errors: list[tuple[int, str | None]] = []
+        # Kafka answers INVALID_TIMESTAMP if any record's timestamp is refused.
+        timestamp_refused = False
+        if config.compact or timestamps_suspect:
+            for index, (ts, key_length) in enumerate(record_stamps_and_keys(batch)):
+                if config.compact and key_length < 0:
+                    errors.append((index, f"a record without a key in compacted {self.tp}"))
+                    continue
+                why = shared or timestamp_error(ts)
+                if why is not None:
+                    errors.append((index, why))
+                    timestamp_refused = True
+        elif shared is not None:
+            errors = [(index, shared) for index in range(header.records_count)]
+            timestamp_refused = True
+        if not errors:
+            return
+        shown = "; ".join(f"record {i}: {why}" for i, why in errors[:3])
+        if timestamp_refused:
             raise InvalidTimestampError(
-                f"timestamp {header.max_timestamp} is more than "
-                f"message.timestamp.after.max.ms={after} after the broker's time"
+                f"{len(errors)} record(s) of the batch refused for their timestamp ({shown})",
+                errors,
             )
+        raise InvalidRecordError(f"{len(errors)} record(s) of the batch refused ({shown})", errors)
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> LogSegment:
         segment = self.segments[-1]
