@@ -1,9 +1,10 @@
 """Kafka record batches (magic v2): the 61-byte header, CRC32C, and, where a feature
 needs it, the records inside.
 
-The append path only ever looks at the header: `BatchHeader.parse` and
-`validate_batch`. Decoding records (`iter_records`) is for features that need them:
-exact offset-by-timestamp lookups, compaction, tests.
+The append path looks at the header (`BatchHeader.parse`, `validate_batch`), and at
+each record's timestamp and key (`record_stamps_and_keys`) only where Kafka's
+per-record checks need them. Decoding records (`iter_records`) is for features that
+need them: exact offset-by-timestamp lookups, compaction, tests.
 
 Layout of the header (big-endian):
   0 baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8

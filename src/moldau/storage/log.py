@@ -3,7 +3,9 @@
 The append path looks only at the batch header: it validates it (see
 `validate_batch`), assigns offsets by patching baseOffset and partitionLeaderEpoch,
 applies LogAppendTime when configured (patching maxTimestamp and the CRC), and
-writes the batch as parts with writev. No record is decoded.
+writes the batch as parts with writev. Records are read only where a check needs
+them (`_check_records`: a compacted topic's keys, timestamps the header cannot vouch
+for) or the topic recompresses.
 
 Threading contract: everything runs on the broker's event-loop thread, except
 `flush`, which may run on a worker thread. A truncation on the event loop never
@@ -552,10 +554,15 @@ class Log:
 
         def timestamp_error(ts: int) -> str | None:
             if create_time and ts != NO_TIMESTAMP:
-                if now - ts > before or ts - now > after:
+                if now - ts > before:
                     return (
-                        f"timestamp {ts} of {self.tp} is outside [{now - before}, {now + after}]"
-                        " (message.timestamp.before.max.ms, message.timestamp.after.max.ms)"
+                        f"timestamp {ts} is more than message.timestamp.before.max.ms={before}"
+                        f" before the broker's time {now} ({self.tp})"
+                    )
+                if ts - now > after:
+                    return (
+                        f"timestamp {ts} is more than message.timestamp.after.max.ms={after}"
+                        f" after the broker's time {now} ({self.tp})"
                     )
             elif log_append_batch:
                 return f"a producer may not set LogAppendTime on its records ({self.tp})"
