@@ -320,9 +320,8 @@ def record_stamps_and_keys(batch: Buffer) -> Iterator[tuple[int, int]]:
     what produce validation asks of a record. Keys, values and headers are skipped,
     not copied; a compressed batch is decompressed."""
     h = BatchHeader.parse(batch)
-    body: Buffer = memoryview(batch)[HEADER_SIZE : h.size]
-    if h.compression != Compression.NONE:
-        body = decompress(h.compression, body)
+    # bytes, also uncompressed: indexing it is three times faster than a memoryview's.
+    body = decompress(h.compression, memoryview(batch)[HEADER_SIZE : h.size])
     log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
     pos = 0
     for _ in range(h.records_count):
