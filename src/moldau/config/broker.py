@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from moldau.config.configdef import ConfigDef, ConfigKey, at_least, one_of
+from moldau.config.configdef import (
+    ConfigDef,
+    ConfigKey,
+    at_least,
+    level,
+    metadata_version,
+    one_of,
+)
 from moldau.config.configdef import ConfigType as T
 from moldau.config.configdef import Importance as I
 from moldau.config.topic import TOPIC_CONFIG, BrokerDefaults
@@ -116,6 +123,30 @@ BROKER_CONFIG = ConfigDef(
                   "How far a timestamp may be behind the broker's clock."),
         ConfigKey("log.message.timestamp.after.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
                   "How far a timestamp may be ahead of the broker's clock."),
+        ConfigKey("log.message.timestamp.difference.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "[DEPRECATED] How far a timestamp may be from the broker's clock, either way, "
+                  "where the before/after configs are not set.", at_least(0),
+                  deprecated="still applies where log.message.timestamp.before.max.ms or "
+                  "log.message.timestamp.after.max.ms is not set; use those instead"),
+        ConfigKey("log.message.format.version", T.STRING, "3.0-IV1", I.MEDIUM,
+                  "[DEPRECATED] The message format of appended batches; ignored.",
+                  metadata_version(),
+                  deprecated="ignored: every batch is written in magic v2, as Kafka with an "
+                  "inter-broker protocol of 3.0 or later does"),
+        ConfigKey("log.message.downconversion.enable", T.BOOLEAN, True, I.LOW,
+                  "Whether Fetch v0-v3 answers are converted to the old message formats."),
+        ConfigKey("log.local.retention.ms", T.LONG, -2, I.MEDIUM,
+                  "Local retention under tiered storage (accepted, unused).", at_least(-2)),
+        ConfigKey("log.local.retention.bytes", T.LONG, -2, I.MEDIUM,
+                  "Local retention under tiered storage (accepted, unused).", at_least(-2)),
+        ConfigKey("compression.gzip.level", T.INT, -1, I.MEDIUM,
+                  "gzip level when the broker recompresses (accepted, unused).",
+                  level(1, 9, -1)),
+        ConfigKey("compression.lz4.level", T.INT, 9, I.MEDIUM,
+                  "lz4 level when the broker recompresses (accepted, unused).", level(1, 17)),
+        ConfigKey("compression.zstd.level", T.INT, 3, I.MEDIUM,
+                  "zstd level when the broker recompresses (accepted, unused).",
+                  level(-131072, 22)),
         ConfigKey("compression.type", T.STRING, "producer", I.HIGH,
                   "Final compression of topic data; 'producer' keeps the producer's codec.",
                   one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
@@ -254,6 +285,13 @@ class BrokerConfig(BrokerDefaults):
         if unknown:
             log.warning("These configurations were supplied but are not used: %s", unknown)
         self.explicit = BROKER_CONFIG.parse(raw, ignore_unknown=True)
+        for name in sorted(self.explicit):
+            why = BROKER_CONFIG.keys[name].deprecated
+            if why is not None:
+                log.warning(
+                    "Broker config %s=%s is deprecated (removed in Kafka 4.0), %s",
+                    name, raw[name], why,
+                )  # fmt: skip
         self.values = BROKER_CONFIG.defaults() | self.explicit
 
     @classmethod

@@ -52,6 +52,8 @@ class ConfigKey:
     # Topic configs: the broker property that supplies the default (Kafka's synonym).
     server_default: str | None = None
     read_only: bool = False
+    # Kafka 3.9 accepts it and says it is deprecated: why, and what happens to it.
+    deprecated: str | None = None
 
 
 class ConfigDef:
@@ -165,6 +167,53 @@ def between(minimum: float, maximum: float) -> Validator:
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration {name}: "
                 f"Value must be between {minimum} and {maximum}"
+            )
+
+    return check
+
+
+# Kafka's MetadataVersion names (3.9): the release, and its internal versions (IVn).
+_METADATA_VERSIONS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+    "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2,
+    "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1,
+    "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1, "4.0": 2,
+}  # fmt: skip
+
+
+def is_metadata_version(text: str) -> bool:
+    """Whether Kafka reads `text` as a MetadataVersion (its fromVersionString): a release
+    ("2.8", "0.10.2"), one of its internal versions ("3.0-IV1"), or a longer release
+    number cut to that ("2.8.1", "0.10.2.0")."""
+    parts = text.split(".")
+    kept = 3 if text.startswith("0.") else 2
+    key = ".".join(parts[:kept])
+    release, _, iv = key.partition("-IV")
+    ivs = _METADATA_VERSIONS.get(release)
+    if ivs is None:
+        return False
+    return not iv or (iv.isdigit() and int(iv) < ivs)
+
+
+def metadata_version() -> Validator:
+    def check(name: str, value: Any) -> None:
+        if not is_metadata_version(str(value)):
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {name}: {value} is not a Kafka version"
+            )
+
+    return check
+
+
+def level(minimum: int, maximum: int, default: int | None = None) -> Validator:
+    """A codec's compression level: within [minimum, maximum], or the codec's default."""
+
+    def check(name: str, value: Any) -> None:
+        if not (minimum <= value <= maximum or value == default):
+            also = f" or equal to {default}" if default is not None else ""
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {name}: "
+                f"Value must be between {minimum} and {maximum}{also}"
             )
 
     return check

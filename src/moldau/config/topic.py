@@ -4,6 +4,7 @@ and described (DescribeConfigs sources and synonyms)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -15,15 +16,29 @@ from moldau.config.configdef import (
     ConfigType,
     at_least,
     between,
+    level,
+    metadata_version,
     one_of,
     to_string,
 )
 from moldau.config.configdef import ConfigType as T
 from moldau.config.configdef import Importance as I
+from moldau.protocol.errors import InvalidConfigError
 from moldau.protocol.records import Compression, TimestampType
 from moldau.storage.log_config import LogConfig
 
 LONG_MAX = 2**63 - 1
+
+log = logging.getLogger(__name__)
+
+
+def _no_tiered_storage(name: str, value: Any) -> None:
+    if value:
+        raise InvalidConfigError(
+            f"Invalid value true for configuration {name}: tiered storage is not available "
+            "on this broker (Moldau has none)"
+        )
+
 
 TOPIC_CONFIG = ConfigDef(
     [
@@ -91,6 +106,42 @@ TOPIC_CONFIG = ConfigDef(
         ConfigKey("unclean.leader.election.enable", T.BOOLEAN, False, I.MEDIUM,
                   "Allow replicas outside the ISR to become leader as a last resort.", None,
                   "unclean.leader.election.enable"),
+        ConfigKey("compression.gzip.level", T.INT, -1, I.MEDIUM,
+                  "gzip level when the broker recompresses (accepted; Moldau uses the codec's "
+                  "default).", level(1, 9, -1), "compression.gzip.level"),
+        ConfigKey("compression.lz4.level", T.INT, 9, I.MEDIUM,
+                  "lz4 level when the broker recompresses (accepted; Moldau uses the codec's "
+                  "default).", level(1, 17), "compression.lz4.level"),
+        ConfigKey("compression.zstd.level", T.INT, 3, I.MEDIUM,
+                  "zstd level when the broker recompresses (accepted; Moldau uses the codec's "
+                  "default).", level(-131072, 22), "compression.zstd.level"),
+        ConfigKey("message.format.version", T.STRING, "3.0-IV1", I.MEDIUM,
+                  "[DEPRECATED] The message format of appended batches; ignored: every batch is "
+                  "written in magic v2.", metadata_version(), "log.message.format.version",
+                  deprecated="ignored: every batch is written in magic v2, as Kafka with an "
+                  "inter-broker protocol of 3.0 or later does"),
+        ConfigKey("message.timestamp.difference.max.ms", T.LONG, LONG_MAX, I.MEDIUM,
+                  "[DEPRECATED] How far a CreateTime timestamp may be from the broker's clock, "
+                  "either way; message.timestamp.before.max.ms and after.max.ms take its value "
+                  "unless set.", at_least(0), "log.message.timestamp.difference.max.ms",
+                  deprecated="still applies where message.timestamp.before.max.ms or "
+                  "message.timestamp.after.max.ms is not set; use those instead"),
+        ConfigKey("message.downconversion.enable", T.BOOLEAN, True, I.LOW,
+                  "Whether Fetch v0-v3 answers are converted to the old message formats "
+                  "(false: UNSUPPORTED_VERSION).", None, "log.message.downconversion.enable"),
+        ConfigKey("remote.storage.enable", T.BOOLEAN, False, I.MEDIUM,
+                  "Tiered storage; Moldau has none, so only false is accepted.",
+                  _no_tiered_storage),
+        ConfigKey("local.retention.ms", T.LONG, -2, I.MEDIUM,
+                  "Local retention under tiered storage (accepted, unused).", at_least(-2),
+                  "log.local.retention.ms"),
+        ConfigKey("local.retention.bytes", T.LONG, -2, I.MEDIUM,
+                  "Local retention under tiered storage (accepted, unused).", at_least(-2),
+                  "log.local.retention.bytes"),
+        ConfigKey("remote.log.copy.disable", T.BOOLEAN, False, I.MEDIUM,
+                  "Tiered storage (accepted, unused).", None, None),
+        ConfigKey("remote.log.delete.on.disable", T.BOOLEAN, False, I.MEDIUM,
+                  "Tiered storage (accepted, unused).", None, None),
         ConfigKey("leader.replication.throttled.replicas", T.LIST, [], I.MEDIUM,
                   "Partition:broker pairs (or *) whose leader holds data back from "
                   "out-of-sync followers over leader.replication.throttled.rate.", None, None),
@@ -124,9 +175,20 @@ class DescribedConfig:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
 
 
-def validate_topic_overrides(raw: Mapping[str, str | None]) -> dict[str, Any]:
-    """Parse a topic's override strings; InvalidConfigError on a bad one."""
-    return TOPIC_CONFIG.parse({k: v for k, v in raw.items() if v is not None})
+def validate_topic_overrides(
+    raw: Mapping[str, str | None], topic: str | None = None
+) -> dict[str, Any]:
+    """Parse a topic's override strings; InvalidConfigError on a bad one. A deprecated
+    config Kafka 3.9 still accepts is accepted, with a warning in the broker's log."""
+    parsed = TOPIC_CONFIG.parse({k: v for k, v in raw.items() if v is not None})
+    for name in parsed:
+        why = TOPIC_CONFIG.keys[name].deprecated
+        if why is not None:
+            log.warning(
+                "Topic config %s=%s%s is deprecated (removed in Kafka 4.0), %s",
+                name, raw[name], f" of {topic}" if topic else "", why,
+            )  # fmt: skip
+    return parsed
 
 
 def resolve(overrides: Mapping[str, str], broker: BrokerDefaults) -> dict[str, Any]:
@@ -192,6 +254,13 @@ _CODECS: dict[str, Compression | None] = {
 }
 
 
+def _or_difference(values: Mapping[str, Any], name: str) -> int:
+    """before/after.max.ms, or the deprecated difference.max.ms while they are at their
+    default (Kafka 3.9's transition rule)."""
+    value = int(values[name])
+    return value if value != LONG_MAX else int(values["message.timestamp.difference.max.ms"])
+
+
 def log_config(values: Mapping[str, Any]) -> LogConfig:
     """The storage layer's view of an effective topic config."""
     policy = values["cleanup.policy"]
@@ -209,8 +278,8 @@ def log_config(values: Mapping[str, Any]) -> LogConfig:
             if values["message.timestamp.type"] == "LogAppendTime"
             else TimestampType.CREATE_TIME
         ),
-        message_timestamp_before_max_ms=values["message.timestamp.before.max.ms"],
-        message_timestamp_after_max_ms=values["message.timestamp.after.max.ms"],
+        message_timestamp_before_max_ms=_or_difference(values, "message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms=_or_difference(values, "message.timestamp.after.max.ms"),
         flush_messages=values["flush.messages"],
         flush_ms=values["flush.ms"],
         file_delete_delay_ms=values["file.delete.delay.ms"],

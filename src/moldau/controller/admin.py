@@ -98,7 +98,7 @@ class TopicAdmin:
                         f"Topic '{topic.name}' collides with existing topic: {existing}"
                     )
         configs = {k: v for k, v in (topic.configs or {}).items() if v is not None}
-        validate_topic_overrides(configs)
+        validate_topic_overrides(configs, topic.name)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise InvalidRequestError(

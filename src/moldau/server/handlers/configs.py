@@ -143,7 +143,7 @@ async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Respon
 async def _alter_topic(
     broker: Broker, topic: str, new: dict[str, str], validate_only: bool
 ) -> None:
-    validate_topic_overrides(new)
+    validate_topic_overrides(new, topic)
     if not validate_only:
         await broker.client.set_topic_config(topic, new)
 

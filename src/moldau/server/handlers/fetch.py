@@ -125,6 +125,13 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             if 4 <= version < 10 and result.records and _holds_zstd(result.records):
                 # KIP-110: clients of Fetch below v10 are older than zstd (Kafka 2.1).
                 result.error_code, result.records = ErrorCode.unsupported_compression_type, None
+            elif (
+                version < 4
+                and read.error == ErrorCode.none
+                and not _downconverts(broker, cached.tp.topic)
+            ):
+                # As Kafka: with message.downconversion.enable=false, old fetchers are refused.
+                result.error_code, result.records = ErrorCode.unsupported_version, None
             elif version < 4 and result.records and read.info is not None:
                 # A few µs a record: on a worker thread, the event loop serving others.
                 result.records = await asyncio.to_thread(
@@ -171,3 +178,7 @@ def _holds_zstd(records: Part) -> bool:
             raise KafkaStorageError(f"reading batch headers failed: {e}") from e
     buf = memoryview(records)  # type: ignore[arg-type]
     return Compression.ZSTD in codecs_of(lambda pos, n: buf[pos : pos + n], 0, len(buf))
+
+
+def _downconverts(broker: Broker, topic: str) -> bool:
+    return bool(broker.config_manager.values(topic)["message.downconversion.enable"])
