@@ -39,6 +39,12 @@ def test_every_codec_is_read_back_by_the_java_consumer_and_by_librdkafka(bootstr
             assert headers == [("i", str(i).encode())]
 
 
+def test_a_topic_of_its_own_codec_and_log_append_time_recompresses_and_stamps_batches(
+    bootstrap: str,
+) -> None:
+    run_checks(CHECKS, bootstrap, "topicCodecAndLogAppendTime")
+
+
 def test_headers_come_back_as_sent(bootstrap: str) -> None:
     run_checks(CHECKS, bootstrap, "headers")
 
