@@ -547,6 +547,26 @@ class Log:
         and the batch has several records (its first record's timestamp, the base,
         need not be its oldest)."""
         config = self.config
+        if not config.compact and not header.attributes & ATTR_TIMESTAMP_TYPE:
+            # The usual batch, answered here: only its timestamps may be refused, only
+            # on a CreateTime topic with a window (Kafka's long arithmetic never refuses
+            # one without), and only if the header says so or cannot vouch for them.
+            before = config.message_timestamp_before_max_ms
+            after = config.message_timestamp_after_max_ms
+            if (
+                config.message_timestamp_type != TimestampType.CREATE_TIME
+                or (before == _LONG_MAX and after == _LONG_MAX)
+                or not (
+                    (before < _LONG_MAX and header.records_count > 1)
+                    or now - min(header.base_timestamp, header.max_timestamp) > before
+                    or header.max_timestamp - now > after
+                )
+            ):
+                return
+        self._check_each_record(batch, header, now)
+
+    def _check_each_record(self, batch: memoryview, header: BatchHeader, now: int) -> None:
+        config = self.config
         create_time = config.message_timestamp_type == TimestampType.CREATE_TIME
         before = config.message_timestamp_before_max_ms
         after = config.message_timestamp_after_max_ms
