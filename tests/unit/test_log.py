@@ -571,3 +571,48 @@ def test_a_producer_batch_of_control_records_or_without_a_sequence_is_refused(
             log.append_as_leader(memoryview(refused), 0)
         assert e.value.record_errors == []
     assert log.log_end_offset == 0
+
+
+def test_a_recompressing_topic_uses_its_codecs_level(tmp_path: Path, clock: FakeClock) -> None:
+    """compression.zstd.level shapes what is stored;
+    the records stay as sent."""
+    sent = build_batch(
+        [(b"k%d" % i, b"%d-" % (i * 7919 % 1000) * 20) for i in range(300)],
+        timestamp=clock.milliseconds(),
+        compression=Compression.GZIP,
+    )
+    stored = {}
+    for level in (1, 19):
+        log = open_log(
+            tmp_path / str(level), clock, compression=Compression.ZSTD, compression_level=level
+        )
+        log.append_as_leader(memoryview(sent), 0)
+        data = log.read(0, 1 << 20, log.log_end_offset, True).records
+        stored[level] = data.read() if isinstance(data, FileRecords) else data
+        assert BatchHeader.parse(stored[level]).compression == Compression.ZSTD
+        assert [r.value for r in iter_records(stored[level])] == [
+            r.value for r in iter_records(sent)
+        ]
+    assert len(stored[19]) < len(stored[1])
+
+
+def test_lz4_at_kafkas_default_level_is_its_fast_compressor(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Kafka compresses lz4 at its default level 9 with the fast compressor, and at any
+    other level with HC: level 9 stores more than HC's level 8 would."""
+    words = [b"alpha", b"beta", b"gamma", b"delta"]
+
+    def text(i: int) -> bytes:
+        return b" ".join(
+            words[i * j % 4] + b"%d" % ((i * 7919 + j * 104_729) % 100_000) for j in range(50)
+        )
+
+    sent = build_batch([(b"k%d" % i, text(i)) for i in range(300)], timestamp=clock.milliseconds())
+    sizes = {}
+    for level in (9, 8):
+        log = open_log(
+            tmp_path / str(level), clock, compression=Compression.LZ4, compression_level=level
+        )
+        sizes[level] = log.append_as_leader(memoryview(sent), 0).size
+    assert sizes[9] > sizes[8]

@@ -107,14 +107,14 @@ TOPIC_CONFIG = ConfigDef(
                   "Allow replicas outside the ISR to become leader as a last resort.", None,
                   "unclean.leader.election.enable"),
         ConfigKey("compression.gzip.level", T.INT, -1, I.MEDIUM,
-                  "gzip level when the broker recompresses (accepted; Moldau uses the codec's "
-                  "default).", level(1, 9, -1), "compression.gzip.level"),
+                  "Level of the batches the broker recompresses to gzip.", level(1, 9, -1),
+                  "compression.gzip.level"),
         ConfigKey("compression.lz4.level", T.INT, 9, I.MEDIUM,
-                  "lz4 level when the broker recompresses (accepted; Moldau uses the codec's "
-                  "default).", level(1, 17), "compression.lz4.level"),
+                  "Level of the batches the broker recompresses to lz4.", level(1, 17),
+                  "compression.lz4.level"),
         ConfigKey("compression.zstd.level", T.INT, 3, I.MEDIUM,
-                  "zstd level when the broker recompresses (accepted; Moldau uses the codec's "
-                  "default).", level(-131072, 22), "compression.zstd.level"),
+                  "Level of the batches the broker recompresses to zstd.", level(-131072, 22),
+                  "compression.zstd.level"),
         ConfigKey("message.format.version", T.STRING, "3.0-IV1", I.MEDIUM,
                   "[DEPRECATED] The message format of appended batches; ignored: every batch is "
                   "written in magic v2.", metadata_version(), "log.message.format.version",
@@ -284,6 +284,7 @@ def log_config(values: Mapping[str, Any]) -> LogConfig:
         flush_ms=values["flush.ms"],
         file_delete_delay_ms=values["file.delete.delay.ms"],
         compression=_CODECS[values["compression.type"]],
+        compression_level=values.get(f"compression.{values['compression.type']}.level"),
         compact="compact" in policy,
         min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
         delete_retention_ms=values["delete.retention.ms"],

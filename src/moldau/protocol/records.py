@@ -273,17 +273,24 @@ def decompress(codec: Compression, data: Buffer) -> bytes:
     raise InvalidRecordError(f"unknown compression codec {codec}")
 
 
-def compress(codec: Compression, data: bytes) -> bytes:
+_LZ4_KAFKA_DEFAULT = 9
+
+
+def compress(codec: Compression, data: bytes, level: int | None = None) -> bytes:
+    """`level`: the codec's level (Kafka's compression.<codec>.level), None for the
+    library's default; gzip's -1 is zlib's default."""
     if codec == Compression.NONE:
         return data
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=None if level == -1 else level))
     if codec == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # Kafka's default level, 9, means lz4's fast compressor (any other, HC): lz4
+        # frame levels below 3 are that fast mode.
+        return bytes(cramjam.lz4.compress(data, level=1 if level == _LZ4_KAFKA_DEFAULT else level))
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise InvalidRecordError(f"unknown compression codec {codec}")
 
 
@@ -359,6 +366,7 @@ def build_batch(
     timestamp: int = 0,
     timestamps: Sequence[int] | None = None,
     compression: Compression = Compression.NONE,
+    compression_level: int | None = None,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
@@ -388,7 +396,7 @@ def build_batch(
             r += _zigzag(len(hkb)) + hkb
             r += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
         body += _zigzag(len(r)) + r
-    payload = compress(compression, bytes(body))
+    payload = compress(compression, bytes(body), compression_level)
     attributes = int(compression) | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
     max_ts = max(stamps) if stamps else timestamp
     header = bytearray(
@@ -413,7 +421,7 @@ def build_batch(
     return bytes(batch)
 
 
-def recompress(batch: Buffer, codec: Compression) -> bytes:
+def recompress(batch: Buffer, codec: Compression, level: int | None = None) -> bytes:
     """The same batch with its records re-encoded under `codec` (for topics whose
     compression.type is not `producer`). Offsets, timestamps, headers, producer
     fields and attributes other than the codec are kept."""
@@ -425,6 +433,7 @@ def recompress(batch: Buffer, codec: Compression) -> bytes:
             base_offset=h.base_offset,
             timestamps=[r.timestamp for r in records],
             compression=codec,
+            compression_level=level,
             producer_id=h.producer_id,
             producer_epoch=h.producer_epoch,
             base_sequence=h.base_sequence,

@@ -429,7 +429,7 @@ class Log:
         if codec is not None and codec != header.compression:
             # Kafka recompresses to the topic's codec: the one append path that
             # decodes records, and only when a topic asks for it.
-            batch = memoryview(recompress(batch, codec))
+            batch = memoryview(recompress(batch, codec, self.config.compression_level))
             size = len(batch)
             header = BatchHeader.parse(batch)
             if size > self.config.max_message_bytes:

@@ -28,6 +28,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     # None keeps each producer's codec (compression.type=producer).
     compression: Compression | None = None
+    # compression.<codec>.level of that codec (None: the library's default).
+    compression_level: int | None = None
     compact: bool = False
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 86_400_000
