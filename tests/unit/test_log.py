@@ -20,7 +20,9 @@ from moldau.protocol.records import (
     Compression,
     TimestampType,
     build_batch,
+    compress,
     compute_crc,
+    decompress,
     iter_records,
     split_batches,
     validate_batch,
@@ -616,3 +618,16 @@ def test_lz4_at_kafkas_default_level_is_its_fast_compressor(
         )
         sizes[level] = log.append_as_leader(memoryview(sent), 0).size
     assert sizes[9] > sizes[8]
+
+
+@pytest.mark.parametrize("level", [None, 9, 1, 17])
+def test_lz4_frames_are_of_independent_blocks_as_kafka_reads_them(level: int | None) -> None:
+    """Kafka's Lz4BlockInputStream refuses a frame of linked blocks ("Dependent block
+    stream is unsupported"): what the broker recompresses to lz4, or the cleaner
+    rewrites, must set FLG's block-independence bit."""
+    data = b"".join(b"record %d of a batch; " % i for i in range(20_000))
+    frame = compress(Compression.LZ4, data, level)
+    assert frame[:4] == b"\x04\x22\x4d\x18"  # the frame's magic, little-endian
+    flg = frame[4]
+    assert flg >> 6 == 1 and flg & 0x20, f"FLG {flg:#x}"
+    assert decompress(Compression.LZ4, frame) == data

@@ -287,8 +287,13 @@ def compress(codec: Compression, data: bytes, level: int | None = None) -> bytes
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
         # Kafka's default level, 9, means lz4's fast compressor (any other, HC): lz4
-        # frame levels below 3 are that fast mode.
-        return bytes(cramjam.lz4.compress(data, level=1 if level == _LZ4_KAFKA_DEFAULT else level))
+        # frame levels below 3 are that fast mode. Kafka reads only frames of
+        # independent blocks (cramjam.lz4.compress links them).
+        frame = cramjam.lz4.Compressor(
+            level=1 if level == _LZ4_KAFKA_DEFAULT else level, block_linked=False
+        )
+        frame.compress(data)
+        return bytes(frame.finish())
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise InvalidRecordError(f"unknown compression codec {codec}")
