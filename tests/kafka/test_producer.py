@@ -39,7 +39,7 @@ def test_every_codec_is_read_back_by_the_java_consumer_and_by_librdkafka(bootstr
             assert headers == [("i", str(i).encode())]
 
 
-def test_a_topic_of_its_own_codec_and_log_append_time_recompresses_and_stamps_batches(
+def test_topics_of_their_own_codec_and_log_append_time_recompress_and_stamp_batches(
     bootstrap: str,
 ) -> None:
     run_checks(CHECKS, bootstrap, "topicCodecAndLogAppendTime")

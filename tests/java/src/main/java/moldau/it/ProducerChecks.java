@@ -101,39 +101,43 @@ public final class ProducerChecks {
     }
 
     /**
-     * A topic of its own codec (compression.type=zstd) and LogAppendTime: the broker
-     * recompresses gzip batches and stamps them; Java's consumer reads keys, values and
-     * headers as sent, with the broker's time and its type.
+     * Topics of their own codec (compression.type) and LogAppendTime: the broker recompresses
+     * the producer's batches to each codec and stamps them; Java's consumer reads keys,
+     * values and headers as sent, with the broker's time and its type.
      */
     public static void topicCodecAndLogAppendTime(String bootstrap) throws Exception {
-        String topic = newTopic(bootstrap, "recompressed", 1,
-                Map.of("compression.type", "zstd", "message.timestamp.type", "LogAppendTime"));
-        Properties props = new Properties();
-        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "gzip");
-        props.put(ProducerConfig.LINGER_MS_CONFIG, "20");
-        int n = 200;
-        long before = System.currentTimeMillis();
-        long appended;
-        try (KafkaProducer<byte[], byte[]> producer = producer(bootstrap, props)) {
-            List<Future<RecordMetadata>> sent = new ArrayList<>();
-            for (int i = 0; i < n; i++) {
-                sent.add(producer.send(codecRecord(topic, "zstd", i)));
+        for (String codec : CODECS) {
+            String topic = newTopic(bootstrap, "recompressed-" + codec, 1,
+                    Map.of("compression.type", codec, "message.timestamp.type", "LogAppendTime"));
+            Properties props = new Properties();
+            props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec.equals("gzip") ? "lz4" : "gzip");
+            props.put(ProducerConfig.LINGER_MS_CONFIG, "20");
+            int n = 200;
+            long before = System.currentTimeMillis();
+            long appended;
+            try (KafkaProducer<byte[], byte[]> producer = producer(bootstrap, props)) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    sent.add(producer.send(codecRecord(topic, codec, i)));
+                }
+                producer.flush();
+                appended = sent.get(n - 1).get().timestamp();
             }
-            producer.flush();
-            appended = sent.get(n - 1).get().timestamp();
-        }
-        long after = System.currentTimeMillis();
-        check(before - 1000 <= appended && appended <= after + 1000,
-                "the broker's append time answered: " + appended + " not within [" + before + ", " + after + "]");
-        List<ConsumerRecord<byte[], byte[]>> read = readAll(bootstrap, topic, 0, n);
-        equal(n, read.size(), "records read back");
-        for (int i = 0; i < n; i++) {
-            ProducerRecord<byte[], byte[]> want = codecRecord(topic, "zstd", i);
-            ConsumerRecord<byte[], byte[]> got = read.get(i);
-            check(Arrays.equals(want.value(), got.value()), "value at " + i);
-            check(Arrays.equals(want.headers().toArray(), got.headers().toArray()), "headers at " + i);
-            equal(org.apache.kafka.common.record.TimestampType.LOG_APPEND_TIME, got.timestampType(), "timestamp type");
-            check(before - 1000 <= got.timestamp() && got.timestamp() <= after + 1000, "broker time at " + i);
+            long after = System.currentTimeMillis();
+            check(before - 1000 <= appended && appended <= after + 1000,
+                    codec + ": the broker's append time answered: " + appended);
+            List<ConsumerRecord<byte[], byte[]>> read = readAll(bootstrap, topic, 0, n);
+            equal(n, read.size(), codec + ": records read back");
+            for (int i = 0; i < n; i++) {
+                ProducerRecord<byte[], byte[]> want = codecRecord(topic, codec, i);
+                ConsumerRecord<byte[], byte[]> got = read.get(i);
+                check(Arrays.equals(want.value(), got.value()), codec + ": value at " + i);
+                check(Arrays.equals(want.headers().toArray(), got.headers().toArray()), codec + ": headers at " + i);
+                equal(org.apache.kafka.common.record.TimestampType.LOG_APPEND_TIME, got.timestampType(),
+                        codec + ": timestamp type");
+                check(before - 1000 <= got.timestamp() && got.timestamp() <= after + 1000,
+                        codec + ": broker time at " + i);
+            }
         }
     }
 
