@@ -45,6 +45,14 @@ def test_topics_of_their_own_codec_and_log_append_time_recompress_and_stamp_batc
     run_checks(CHECKS, bootstrap, "topicCodecAndLogAppendTime")
 
 
+def test_acks_0_and_1_land_every_record_in_order(bootstrap: str) -> None:
+    run_checks(CHECKS, bootstrap, "acksZeroAndOne")
+
+
+def test_a_records_own_timestamp_comes_back_as_sent(bootstrap: str) -> None:
+    run_checks(CHECKS, bootstrap, "createTimeKept")
+
+
 def test_headers_come_back_as_sent(bootstrap: str) -> None:
     run_checks(CHECKS, bootstrap, "headers")
 

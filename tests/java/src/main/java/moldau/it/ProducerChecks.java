@@ -148,6 +148,56 @@ public final class ProducerChecks {
         return new ProducerRecord<>(topic, 0, bytes("k" + i), bytes(value), headers);
     }
 
+    /** acks=0 and acks=1 (idempotence off, as it needs acks=all): every record lands, in order. */
+    public static void acksZeroAndOne(String bootstrap) throws Exception {
+        for (String acks : List.of("0", "1")) {
+            String topic = newTopic(bootstrap, "acks" + acks, 1, Map.of());
+            Properties props = new Properties();
+            props.put(ProducerConfig.ACKS_CONFIG, acks);
+            props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
+            int n = 1000;
+            try (KafkaProducer<byte[], byte[]> producer = producer(bootstrap, props)) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    sent.add(producer.send(new ProducerRecord<>(topic, 0, null, bytes("v" + i))));
+                }
+                producer.flush();
+                // acks=0 learns no offset (-1); acks=1 the leader's.
+                long last = sent.get(n - 1).get().offset();
+                equal(acks.equals("0") ? -1L : (long) n - 1, last, "acks=" + acks + ": last offset answered");
+            }
+            List<ConsumerRecord<byte[], byte[]>> read = readAll(bootstrap, topic, 0, n);
+            equal(n, read.size(), "acks=" + acks + ": records read back");
+            for (int i = 0; i < n; i++) {
+                equal("v" + i, string(read.get(i).value()), "acks=" + acks + ": value at " + i);
+            }
+        }
+    }
+
+    /** A record's own timestamp (CreateTime) comes back as sent, however old or new. */
+    public static void createTimeKept(String bootstrap) throws Exception {
+        String topic = newTopic(bootstrap, "createtime", 1, Map.of());
+        long now = System.currentTimeMillis();
+        long[] stamps = {now, 0L, 1L, now - 365L * 24 * 3600_000, now + 3600_000, now - 5};
+        Properties props = new Properties();
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "200");
+        try (KafkaProducer<byte[], byte[]> producer = producer(bootstrap, props)) {
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            for (long ts : stamps) {
+                sent.add(producer.send(new ProducerRecord<>(topic, 0, ts, bytes("k"), bytes(Long.toString(ts)))));
+            }
+            producer.flush();
+            for (int i = 0; i < stamps.length; i++) {
+                equal(stamps[i], sent.get(i).get().timestamp(), "timestamp answered for record " + i);
+            }
+        }
+        List<ConsumerRecord<byte[], byte[]>> read = readAll(bootstrap, topic, 0, stamps.length);
+        for (int i = 0; i < stamps.length; i++) {
+            equal(stamps[i], read.get(i).timestamp(), "timestamp read back at " + i);
+            equal(org.apache.kafka.common.record.TimestampType.CREATE_TIME, read.get(i).timestampType(), "type at " + i);
+        }
+    }
+
     /** Headers come back as sent: order, repeated keys, a null value, binary bytes. */
     public static void headers(String bootstrap) throws Exception {
         String topic = newTopic(bootstrap, "headers", 1, Map.of());
