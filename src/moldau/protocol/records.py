@@ -250,6 +250,15 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
 def decompress(codec: Compression, data: Buffer) -> bytes:
+    """The records of a batch's payload; CorruptMessageError if they do not
+    decompress."""
+    try:
+        return _decompress(codec, data)
+    except (cramjam.DecompressionError, struct.error) as e:
+        raise CorruptMessageError(f"{codec.name.lower()} records do not decompress: {e}") from e
+
+
+def _decompress(codec: Compression, data: Buffer) -> bytes:
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
@@ -336,14 +345,18 @@ def record_stamps_and_keys(batch: Buffer) -> Iterator[tuple[int, int]]:
     body = decompress(h.compression, memoryview(batch)[HEADER_SIZE : h.size])
     log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
     pos = 0
-    for _ in range(h.records_count):
-        length, pos = _varint(body, pos)
-        end = pos + length
-        if length < 0 or end > len(body):
-            raise CorruptMessageError("record runs past its batch")
-        ts_delta, pos = _varint(body, pos + 1)  # past the attributes byte
-        _, pos = _varint(body, pos)  # offset delta
-        key_length, _ = _varint(body, pos)
+    for index in range(h.records_count):
+        try:
+            length, pos = _varint(body, pos)
+            end = pos + length
+            if length < 0 or end > len(body):
+                raise DecodeError("it runs past its batch")
+            ts_delta, pos = _varint(body, pos + 1)  # past the attributes byte
+            _, pos = _varint(body, pos)  # offset delta
+            key_length, _ = _varint(body, pos)
+        except DecodeError as e:
+            # Kafka's answer to a record it cannot read (DefaultRecord.readFrom).
+            raise InvalidRecordError(f"record {index} of the batch cannot be read: {e}") from e
         yield (h.max_timestamp if log_append else h.base_timestamp + ts_delta), key_length
         pos = end
 
