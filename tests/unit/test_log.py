@@ -637,12 +637,21 @@ def test_lz4_frames_are_of_independent_blocks_as_kafka_reads_them(level: int | N
     ("compression", "error"),
     [(Compression.NONE, InvalidRecordError), (Compression.ZSTD, CorruptMessageError)],
 )
+@pytest.mark.parametrize(
+    "config",
+    [{"compact": True}, {"compression": Compression.GZIP}],
+    ids=["compacted", "recompressed"],
+)
 def test_records_that_cannot_be_read_refuse_the_batch_with_a_kafka_error(
-    tmp_path: Path, clock: FakeClock, compression: Compression, error: type[Exception]
+    tmp_path: Path,
+    clock: FakeClock,
+    compression: Compression,
+    error: type[Exception],
+    config: dict[str, object],
 ) -> None:
     """A valid CRC over records that do not parse (or decompress) is the partition's
     error, not an exception that fails the whole request."""
-    log = open_log(tmp_path, clock, compact=True)
+    log = open_log(tmp_path, clock, **config)
     garbled = bytearray(build_batch([(b"k", b"v" * 50)] * 3, compression=compression))
     garbled[61:] = b"\xff" * (len(garbled) - 61)
     garbled[17:21] = compute_crc(garbled).to_bytes(4, "big")

@@ -55,7 +55,7 @@ from moldau.protocol.records import (
     validate_batch,
     validate_replicated_batch,
 )
-from moldau.protocol.wire import Buffer
+from moldau.protocol.wire import Buffer, DecodeError
 from moldau.storage.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
@@ -429,7 +429,10 @@ class Log:
         if codec is not None and codec != header.compression:
             # Kafka recompresses to the topic's codec: the one append path that
             # decodes records, and only when a topic asks for it.
-            batch = memoryview(recompress(batch, codec, self.config.compression_level))
+            try:
+                batch = memoryview(recompress(batch, codec, self.config.compression_level))
+            except DecodeError as e:
+                raise InvalidRecordError(f"records of the batch cannot be read: {e}") from e
             size = len(batch)
             header = BatchHeader.parse(batch)
             if size > self.config.max_message_bytes:
