@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from moldau.testing import kafka_java
+from tests.cluster.conftest import make_cluster  # noqa: F401 (a fixture)
+from tests.cluster.test_replication import MakeCluster, stale_replica
 from tests.kafka.checks import CheckSuite
 
 pytestmark = pytest.mark.java
@@ -36,3 +39,15 @@ SUITE = CheckSuite("moldau.it.AdminChecks", CHECKS)
 @pytest.mark.parametrize("check", CHECKS)
 def test_admin_client(bootstrap: str, check: str) -> None:
     SUITE.check(bootstrap, check)
+
+
+@pytest.mark.usefixtures("kafka_java")  # built
+def test_unclean_election(make_cluster: MakeCluster, topic_name: str) -> None:  # noqa: F811
+    """Kafka's AdminClient elects a stale replica of a leaderless partition
+    (ElectionType.UNCLEAN) on a cluster of its own, where brokers are killed."""
+    s = stale_replica(make_cluster, topic_name)
+    done = kafka_java.run(
+        "moldau.it.AdminChecks", s.survivors, "uncleanElection", env={"MOLDAU_TOPIC": topic_name}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-6000:]
+    s.unclean_leader_came()

@@ -690,6 +690,41 @@ public final class AdminChecks {
         }
     }
 
+    /**
+     * Partition 0 of the topic named by MOLDAU_TOPIC has lost its leader, its only ISR
+     * member, while its other replica, behind, is live (tests/kafka sets this up with
+     * kills): no preferred election can help, an unclean one elects the stale replica.
+     */
+    public static void uncleanElection(String bootstrap) throws Exception {
+        String topic = System.getenv("MOLDAU_TOPIC");
+        check(topic != null, "MOLDAU_TOPIC names the topic");
+        TopicPartition p = new TopicPartition(topic, 0);
+        try (Admin admin = admin(bootstrap)) {
+            TopicPartitionInfo before = describe(admin, topic).partitions().get(0);
+            check(before.leader() == null || before.leader().id() < 0, "no leader before: " + before);
+            int stale = before.replicas().get(1).id();
+            Map<TopicPartition, Optional<Throwable>> r =
+                    admin.electLeaders(ElectionType.PREFERRED, Set.of(p)).partitions().get();
+            check(r.get(p).isPresent()
+                            && r.get(p).get() instanceof org.apache.kafka.common.errors.PreferredLeaderNotAvailableException,
+                    "a preferred election with the preferred replica dead: " + r);
+            r = admin.electLeaders(ElectionType.UNCLEAN, Set.of(p)).partitions().get();
+            equal(Optional.empty(), r.get(p), "the unclean election's result");
+            eventually(() -> {
+                try {
+                    TopicPartitionInfo info = describe(admin, topic).partitions().get(0);
+                    return info.leader() != null && info.leader().id() == stale
+                            && info.isr().stream().map(Node::id).collect(Collectors.toList()).equals(List.of(stale));
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                }
+            }, "the stale replica " + stale + " leads, alone in the ISR");
+            r = admin.electLeaders(ElectionType.UNCLEAN, Set.of(p)).partitions().get();
+            check(r.get(p).isPresent() && r.get(p).get() instanceof ElectionNotNeededException,
+                    "an unclean election of a partition with a leader: " + r);
+        }
+    }
+
     /** A reassignment held up by a replication throttle is listed, then cancelled. */
     public static void reassignmentInProgress(String bootstrap) throws Exception {
         try (Admin admin = admin(bootstrap)) {
