@@ -14,7 +14,7 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -110,14 +110,44 @@ public final class AdminChecks {
         check(kind.isInstance(t), what + ": expected " + kind.getSimpleName() + ", got " + t);
     }
 
-    static void eventually(BooleanSupplier condition, String what) throws InterruptedException {
+    /** A condition that may throw, which counts as "not yet". */
+    interface Condition {
+        boolean holds() throws Exception;
+    }
+
+    static void eventually(Condition condition, String what) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
-        while (!condition.getAsBoolean()) {
+        Exception last = null;
+        while (true) {
+            try {
+                if (condition.holds()) {
+                    return;
+                }
+            } catch (Exception e) {
+                last = e;
+            }
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("not within 15 s: " + what);
+                throw new AssertionError("not within 15 s: " + what, last);
             }
             Thread.sleep(50);
         }
+    }
+
+    /**
+     * Waits until describeTopics shows the topic with all its partitions led. Kafka's
+     * brokers, as Moldau's, learn of a new topic or partition each in its own time after
+     * the answer to CreateTopics or CreatePartitions (the AdminClient's javadoc says so),
+     * and describeTopics asks any of them.
+     */
+    static TopicDescription awaitTopic(Admin admin, String topic, int partitions) throws Exception {
+        AtomicReference<TopicDescription> found = new AtomicReference<>();
+        eventually(() -> {
+            TopicDescription d = describe(admin, topic);
+            found.set(d);
+            return d.partitions().size() == partitions
+                    && d.partitions().stream().allMatch(p -> p.leader() != null && p.leader().id() >= 0);
+        }, topic + " with " + partitions + " partitions led, on the broker asked");
+        return found.get();
     }
 
     static int brokers(Admin admin) throws Exception {
@@ -148,6 +178,7 @@ public final class AdminChecks {
 
     static void createTopic(Admin admin, String topic, int partitions, short rf) throws Exception {
         admin.createTopics(List.of(new NewTopic(topic, partitions, rf))).all().get();
+        awaitTopic(admin, topic, partitions);
     }
 
     // --- topics ---
@@ -168,8 +199,8 @@ public final class AdminChecks {
             equal(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, createdConfig.get("retention.ms").source(),
                     "source of retention.ms");
 
+            TopicDescription byName = awaitTopic(admin, topic, 3);
             check(admin.listTopics().names().get().contains(topic), "listTopics names the new topic");
-            TopicDescription byName = describe(admin, topic);
             equal(id, byName.topicId(), "describeTopics(name).topicId");
             equal(3, byName.partitions().size(), "partitions");
             Set<Integer> nodeIds = admin.describeCluster().nodes().get().stream().map(Node::id)
@@ -189,11 +220,7 @@ public final class AdminChecks {
 
             admin.deleteTopics(TopicCollection.ofTopicIds(List.of(id))).all().get();
             eventually(() -> {
-                try {
-                    return !admin.listTopics().names().get().contains(topic);
-                } catch (Exception e) {
-                    throw new RuntimeException(e);
-                }
+                return !admin.listTopics().names().get().contains(topic);
             }, "the deleted topic leaves listTopics");
             expect(UnknownTopicOrPartitionException.class,
                     admin.describeTopics(List.of(topic)).topicNameValues().get(topic), "describe a deleted topic");
@@ -209,11 +236,7 @@ public final class AdminChecks {
             createTopic(admin, topic, 2, rf(admin));
             admin.deleteTopics(List.of(topic)).all().get();
             eventually(() -> {
-                try {
-                    return !admin.listTopics().names().get().contains(topic);
-                } catch (Exception e) {
-                    throw new RuntimeException(e);
-                }
+                return !admin.listTopics().names().get().contains(topic);
             }, "the deleted topic leaves listTopics");
             // A topic of the same name can be created again once the deletion is done (as
             // with Kafka's ZooKeeper-era brokers, the name stays taken while the replicas
@@ -227,7 +250,7 @@ public final class AdminChecks {
                 check(t instanceof TopicExistsException && System.nanoTime() < deadline, "create it again: " + t);
                 Thread.sleep(50);
             }
-            equal(1, describe(admin, topic).partitions().size(), "the new topic's partitions");
+            awaitTopic(admin, topic, 1);
             admin.deleteTopics(List.of(topic)).all().get();
         }
     }
@@ -284,8 +307,7 @@ public final class AdminChecks {
             String topic = unique("admin-partitions");
             createTopic(admin, topic, 2, rf(admin));
             admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all().get();
-            TopicDescription d = describe(admin, topic);
-            equal(5, d.partitions().size(), "partitions after increaseTo(5)");
+            TopicDescription d = awaitTopic(admin, topic, 5);
             for (TopicPartitionInfo p : d.partitions()) {
                 check(p.leader() != null, "a leader for new partition " + p.partition());
                 equal((int) rf(admin), p.replicas().size(), "replicas of new partition " + p.partition());
@@ -420,13 +442,9 @@ public final class AdminChecks {
             // Another broker than the one asked learns of a cluster default through
             // ZooKeeper's notifications (Kafka's brokers likewise).
             eventually(() -> {
-                try {
-                    ConfigEntry d = admin.describeConfigs(List.of(r)).all().get().get(r).get(name);
-                    return "2000000".equals(d.value())
-                            && d.source() == ConfigEntry.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG;
-                } catch (Exception x) {
-                    throw new RuntimeException(x);
-                }
+                ConfigEntry d = admin.describeConfigs(List.of(r)).all().get().get(r).get(name);
+                return "2000000".equals(d.value())
+                        && d.source() == ConfigEntry.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG;
             }, name + " from the cluster default");
             alter(admin, all, new AlterConfigOp(new ConfigEntry(name, ""), AlterConfigOp.OpType.DELETE));
 
@@ -505,12 +523,8 @@ public final class AdminChecks {
                         "delete a group with a member");
             }
             eventually(() -> {
-                try {
-                    return admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get()
-                            .groupState() == GroupState.EMPTY;
-                } catch (Exception e) {
-                    throw new RuntimeException(e);
-                }
+                return admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get()
+                        .groupState() == GroupState.EMPTY;
             }, "the group is empty once its member left");
             Collection<GroupListing> empty = admin.listGroups(
                     ListGroupsOptions.forConsumerGroups().inGroupStates(Set.of(GroupState.EMPTY))).all().get();
@@ -657,18 +671,15 @@ public final class AdminChecks {
                 return;
             }
             admin.createTopics(List.of(new NewTopic(topic, Map.of(0, List.of(ids.get(0)))))).all().get();
+            awaitTopic(admin, topic, 1);
             produce(bootstrap, topic, 0, List.of(1L, 2L, 3L));
             List<Integer> target = List.of(ids.get(1), ids.get(2));
             admin.alterPartitionReassignments(Map.of(p, Optional.of(new NewPartitionReassignment(target)))).all().get();
             eventually(() -> {
-                try {
-                    TopicPartitionInfo info = describe(admin, topic).partitions().get(0);
-                    List<Integer> replicas = info.replicas().stream().map(Node::id).collect(Collectors.toList());
-                    return replicas.equals(target) && info.isr().size() == 2
-                            && admin.listPartitionReassignments().reassignments().get().isEmpty();
-                } catch (Exception e) {
-                    throw new RuntimeException(e);
-                }
+                TopicPartitionInfo info = describe(admin, topic).partitions().get(0);
+                List<Integer> replicas = info.replicas().stream().map(Node::id).collect(Collectors.toList());
+                return replicas.equals(target) && info.isr().size() == 2
+                        && admin.listPartitionReassignments().reassignments().get().isEmpty();
             }, "the partition moves to " + target);
             equal(ids.get(1), describe(admin, topic).partitions().get(0).leader().id(), "the new preferred leader");
             equal(3L, admin.listOffsets(Map.of(p, OffsetSpec.latest())).all().get().get(p).offset(),
@@ -711,13 +722,9 @@ public final class AdminChecks {
             r = admin.electLeaders(ElectionType.UNCLEAN, Set.of(p)).partitions().get();
             equal(Optional.empty(), r.get(p), "the unclean election's result");
             eventually(() -> {
-                try {
-                    TopicPartitionInfo info = describe(admin, topic).partitions().get(0);
-                    return info.leader() != null && info.leader().id() == stale
-                            && info.isr().stream().map(Node::id).collect(Collectors.toList()).equals(List.of(stale));
-                } catch (Exception e) {
-                    throw new RuntimeException(e);
-                }
+                TopicPartitionInfo info = describe(admin, topic).partitions().get(0);
+                return info.leader() != null && info.leader().id() == stale
+                        && info.isr().stream().map(Node::id).collect(Collectors.toList()).equals(List.of(stale));
             }, "the stale replica " + stale + " leads, alone in the ISR");
             r = admin.electLeaders(ElectionType.UNCLEAN, Set.of(p)).partitions().get();
             check(r.get(p).isPresent() && r.get(p).get() instanceof ElectionNotNeededException,
@@ -740,6 +747,7 @@ public final class AdminChecks {
             admin.createTopics(List.of(new NewTopic(topic, Map.of(0, List.of(from))).configs(Map.of(
                     "leader.replication.throttled.replicas", "*",
                     "follower.replication.throttled.replicas", "*")))).all().get();
+            awaitTopic(admin, topic, 1);
             // 1 B/s: the new replica takes one fetch (at most replica.fetch.max.bytes) and
             // then waits, far behind, so the reassignment stays in progress.
             for (int id : List.of(from, to)) {
@@ -782,14 +790,10 @@ public final class AdminChecks {
 
                 admin.alterPartitionReassignments(Map.of(p, Optional.empty())).all().get();
                 eventually(() -> {
-                    try {
-                        List<Integer> replicas = describe(admin, topic).partitions().get(0).replicas().stream()
-                                .map(Node::id).collect(Collectors.toList());
-                        return replicas.equals(List.of(from))
-                                && !admin.listPartitionReassignments().reassignments().get().containsKey(p);
-                    } catch (Exception e) {
-                        throw new RuntimeException(e);
-                    }
+                    List<Integer> replicas = describe(admin, topic).partitions().get(0).replicas().stream()
+                            .map(Node::id).collect(Collectors.toList());
+                    return replicas.equals(List.of(from))
+                            && !admin.listPartitionReassignments().reassignments().get().containsKey(p);
                 }, "the cancelled reassignment reverts to " + from);
             } finally {
                 for (int id : List.of(from, to)) {
@@ -832,23 +836,15 @@ public final class AdminChecks {
                 admin.alterPartitionReassignments(Map.of(p, Optional.of(new NewPartitionReassignment(reordered))))
                         .all().get();
                 eventually(() -> {
-                    try {
-                        return describe(admin, topic).partitions().get(0).replicas().stream().map(Node::id)
-                                .collect(Collectors.toList()).equals(reordered);
-                    } catch (Exception e) {
-                        throw new RuntimeException(e);
-                    }
+                    return describe(admin, topic).partitions().get(0).replicas().stream().map(Node::id)
+                            .collect(Collectors.toList()).equals(reordered);
                 }, "the replicas reordered");
                 equal(replicas.get(0), describe(admin, topic).partitions().get(0).leader().id(),
                         "the old leader still leads");
                 r = admin.electLeaders(ElectionType.PREFERRED, Set.of(p)).partitions().get();
                 equal(Optional.empty(), r.get(p), "preferred election result");
                 eventually(() -> {
-                    try {
-                        return describe(admin, topic).partitions().get(0).leader().id() == reordered.get(0);
-                    } catch (Exception e) {
-                        throw new RuntimeException(e);
-                    }
+                    return describe(admin, topic).partitions().get(0).leader().id() == reordered.get(0);
                 }, "the preferred replica leads");
                 // electLeaders with no partitions: every partition that needs it (none now)
                 Map<TopicPartition, Optional<Throwable>> all = admin.electLeaders(ElectionType.PREFERRED, null)
