@@ -37,8 +37,8 @@ SUITE = CheckSuite("moldau.it.AdminChecks", CHECKS)
 
 
 @pytest.mark.parametrize("check", CHECKS)
-def test_admin_client(bootstrap: str, check: str) -> None:
-    SUITE.check(bootstrap, check)
+def test_admin_client(request: pytest.FixtureRequest, bootstrap: str, check: str) -> None:
+    SUITE.check(request, bootstrap, check)
 
 
 @pytest.mark.usefixtures("kafka_java")  # built

@@ -32,5 +32,5 @@ SUITE = CheckSuite("moldau.it.ConsumerChecks", CHECKS)
 
 
 @pytest.mark.parametrize("check", CHECKS)
-def test_consumer(bootstrap: str, check: str) -> None:
-    SUITE.check(bootstrap, check)
+def test_consumer(request: pytest.FixtureRequest, bootstrap: str, check: str) -> None:
+    SUITE.check(request, bootstrap, check)
