@@ -21,6 +21,7 @@ CHECKS = [
     "createPartitions",
     "describeCluster",
     "describeFeatures",
+    "authorizedOperations",
     "topicConfigs",
     "brokerConfigs",
     "consumerGroups",

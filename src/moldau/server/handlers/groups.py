@@ -11,6 +11,8 @@ from moldau.coordinator.group_coordinator import JoinRequest
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
+from moldau.server import authorized_operations as ops
+from moldau.server.authorized_operations import authorized
 from moldau.server.request import RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
@@ -131,6 +133,11 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext) -> Respons
             "members": [],
             "authorized_operations": -(2**31),
         }
+        if error == ErrorCode.none:  # a group that does not exist too (DEAD), as Kafka
+            described["authorized_operations"] = authorized(
+                ops.GROUP,
+                bool(getattr(req, "include_authorized_operations", False)),  # v3+
+            )
         if error == ErrorCode.none and group is not None:
             stable = group.state == GroupState.STABLE
             protocol = group.protocol_name if stable else None

@@ -19,6 +19,8 @@ from moldau.protocol.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
+from moldau.server import authorized_operations as ops
+from moldau.server.authorized_operations import authorized
 from moldau.server.request import RawBody, RequestContext, Response
 
 if TYPE_CHECKING:
@@ -46,11 +48,15 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
         else:
             requested = [t.name for t in req.topics if t.name is not None]
     allow_auto = True if version < 4 else bool(req.allow_auto_topic_creation)
+    topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+
+    cluster_ops = bool(getattr(req, "include_cluster_authorized_operations", False))  # v8-10
     key = (
         cache.version,
         version,
         None if requested is None else tuple(requested),
         ctx.client.listener,
+        topic_ops,
+        cluster_ops,
     )
     cached = None if unknown_ids else broker.metadata_responses.get(key)
     if cached is not None:
@@ -62,7 +68,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
     names = cache.topics() if requested is None else list(dict.fromkeys(requested))
     for name in names:
         if cache.contains_topic(name):
-            topics.append(_topic(broker, name, version))
+            topics.append(_topic(broker, name, version, topic_ops))
             continue
         cacheable = False
         error = await _unknown_topic(broker, name, allow_auto)
@@ -82,7 +88,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
                 "cluster_id": broker.cluster_id,
                 "controller_id": cache.controller_id if cache.controller_id is not None else -1,
                 "topics": topics,
-                "cluster_authorized_operations": -(2**31),
+                "cluster_authorized_operations": authorized(ops.CLUSTER, cluster_ops),
             },
         )
     )
@@ -143,7 +149,7 @@ async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) ->
     )
 
 
-def _topic(broker: Broker, name: str, version: int) -> dict[str, Any]:
+def _topic(broker: Broker, name: str, version: int, operations: bool) -> dict[str, Any]:
     cache = broker.metadata_cache
     partitions = []
     for p, s in sorted(cache.partitions[name].items()):
@@ -176,7 +182,7 @@ def _topic(broker: Broker, name: str, version: int) -> dict[str, Any]:
         "topic_id": cache.topic_ids.get(name),
         "is_internal": name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": -(2**31),
+        "topic_authorized_operations": authorized(ops.TOPIC, operations),
     }
 
 
@@ -229,6 +235,8 @@ async def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> Respon
             "cluster_id": broker.cluster_id,
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
             "brokers": brokers,
-            "cluster_authorized_operations": -(2**31),
+            "cluster_authorized_operations": authorized(
+                ops.CLUSTER, bool(req.include_cluster_authorized_operations)
+            ),
         },
     )

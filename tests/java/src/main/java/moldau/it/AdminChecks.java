@@ -25,7 +25,10 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
@@ -46,6 +49,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.Node;
@@ -350,6 +354,42 @@ public final class AdminChecks {
         try (Admin admin = admin(bootstrap)) {
             FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
             check(f != null, "describeFeatures answers");
+        }
+    }
+
+    /**
+     * Asked for (KIP-430), the operations a client may perform: with no authorizer, as on
+     * Moldau, Kafka allows everything a resource supports; not asked, none are named.
+     */
+    public static void authorizedOperations(String bootstrap) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            String topic = unique("admin-acl-ops");
+            createTopic(admin, topic, 1, rf(admin));
+            Set<AclOperation> topicOps = Set.of(AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                    AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                    AclOperation.ALTER_CONFIGS);
+            TopicDescription d = admin.describeTopics(List.of(topic),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true)).topicNameValues().get(topic).get();
+            equal(topicOps, d.authorizedOperations(), "a topic's authorized operations");
+            equal(null, describe(admin, topic).authorizedOperations(), "not asked for");
+
+            Set<AclOperation> clusterOps = Set.of(AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE,
+                    AclOperation.ALTER, AclOperation.DESCRIBE);
+            equal(clusterOps, admin.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(true))
+                    .authorizedOperations().get(), "the cluster's authorized operations");
+            equal(null, admin.describeCluster().authorizedOperations().get(), "not asked for");
+
+            String group = unique("admin-acl-group");
+            admin.alterConsumerGroupOffsets(group, Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(0)))
+                    .all().get();
+            Set<AclOperation> groupOps = Set.of(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS);
+            equal(groupOps, admin.describeConsumerGroups(List.of(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).describedGroups().get(group)
+                    .get().authorizedOperations(), "a group's authorized operations");
+            admin.deleteConsumerGroups(List.of(group)).all().get();
+            admin.deleteTopics(List.of(topic)).all().get();
         }
     }
 
