@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -292,3 +293,37 @@ def test_replication_quotas_are_dynamic_broker_configs(fresh_broker: BrokerProce
     fresh_broker.start()
     admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
     assert described(rate) == ("2000000", Source.DYNAMIC_DEFAULT_BROKER_CONFIG)
+
+
+def test_metadata_by_topic_id_answers_the_topic_or_unknown_topic_id(
+    bootstrap: str, topic_name: str
+) -> None:
+    """Kafka's Java client asks by id with the name left "" (its default), not null;
+    an id no topic has is UNKNOWN_TOPIC_ID, named by that id."""
+    create_topic(bootstrap, topic_name, 2)
+
+    def metadata(topics: list[dict[str, object]]) -> object:
+        with WireClient(bootstrap) as c:
+            return c.request(
+                rq.request(
+                    3,
+                    12,
+                    topics=topics,
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+            )
+
+    by_name = metadata([{"name": topic_name, "topic_id": uuid.UUID(int=0)}])
+    topic_id = by_name.topics[0].topic_id  # type: ignore[attr-defined]
+    assert topic_id != uuid.UUID(int=0)
+    (found,) = metadata([{"name": "", "topic_id": topic_id}]).topics  # type: ignore[attr-defined]
+    assert (found.error_code, found.name, found.topic_id) == (ErrorCode.none, topic_name, topic_id)
+    assert len(found.partitions) == 2
+    missing = uuid.uuid4()
+    (gone,) = metadata([{"name": "", "topic_id": missing}]).topics  # type: ignore[attr-defined]
+    assert (gone.error_code, gone.name, gone.topic_id) == (
+        ErrorCode.unknown_topic_id,
+        None,
+        missing,
+    )

@@ -79,6 +79,76 @@ def test_a_restarted_static_member_that_heartbeats_is_not_expired_by_its_old_tim
     asyncio.run(run())
 
 
+async def _coordinator(tmp_path: Path) -> tuple[GroupCoordinator, ManualTimer]:
+    """A coordinator leading every (empty, loaded) offsets partition."""
+    clock = FakeClock()
+    timer = ManualTimer(clock)
+    replicas = ReplicaManager(
+        1, LogManager([tmp_path], clock, 1), clock, timer, lambda t: LogConfig()
+    )
+    gc = GroupCoordinator(1, replicas, clock, timer, GroupConfig())
+    for partition in range(gc.num_partitions):
+        for tell in replicas.on_leadership_change:
+            tell(TopicPartition(CONSUMER_OFFSETS, partition), True)
+    for _ in range(100):
+        if not gc.loading:
+            break
+        await asyncio.sleep(0)
+    assert not gc.loading
+    return gc, timer
+
+
+def test_a_restarted_static_leader_gets_the_group_back_without_a_rebalance(
+    tmp_path: Path,
+) -> None:
+    """A restarted consumer's subscription bytes differ from its old ones (it owns no
+    partitions now); as Kafka, the group stays stable and the leader is told to skip
+    its assignor (JoinGroup v9), or before v9 not told that it leads."""
+
+    async def run() -> None:
+        gc, _ = await _coordinator(tmp_path)
+        for version_9, instance in ((True, "leader-1"), (False, "leader-2")):
+            group = GroupMetadata(
+                instance, state=GroupState.STABLE, protocol_type="consumer",
+                protocol_name="range", generation_id=4, leader_id="old",
+            )  # fmt: skip
+            for member_id, instance_id in (("old", instance), ("other", "follower")):
+                member = MemberMetadata(
+                    member_id,
+                    instance_id,
+                    "c",
+                    "h",
+                    SESSION_MS,
+                    SESSION_MS,
+                    "consumer",
+                    [("range", b"owned partitions 0,1; generation 4")],
+                )
+                member.assignment = member_id.encode()
+                group.add(member)
+            gc.groups[instance] = group
+            joined = await gc.join_group(
+                JoinRequest(instance, "", instance, "c", "h", SESSION_MS, SESSION_MS,
+                            "consumer", [("range", b"owns nothing")], True, version_9)
+            )  # fmt: skip
+            assert joined.error == ErrorCode.none
+            assert (group.state, group.generation_id) == (GroupState.STABLE, 4)
+            assert group.leader_id == joined.member_id
+            if version_9:
+                assert joined.skip_assignment
+                assert joined.leader_id == joined.member_id
+                assert {m for m, _, _ in joined.members} == {joined.member_id, "other"}
+            else:
+                assert not joined.skip_assignment
+                assert (joined.leader_id, joined.members) == ("old", [])
+            synced = await gc.sync_group(
+                instance, 4, joined.member_id, instance, "consumer", "range", {}
+            )
+            assert (synced.error, synced.assignment) == (ErrorCode.none, b"old")
+        await gc.close()
+
+    asyncio.run(run())
+
+
 def test_a_group_lives_where_kafka_puts_it() -> None:
     """Java's String.hashCode, Kafka's Utils.abs (Integer.MIN_VALUE -> 0), modulo the
     offsets partitions: a group moved between Kafka and Moldau keeps its partition."""

@@ -87,6 +87,9 @@ class JoinRequest:
     protocols: list[tuple[str, bytes]]
     # JoinGroup v4+: a new member first gets MEMBER_ID_REQUIRED and its id
     require_known_member_id: bool
+    # JoinGroup v9+ (KIP-814): a static leader rejoining a stable group can be told to
+    # skip its assignor
+    supports_skip_assignment: bool = False
 
 
 @dataclass(slots=True)
@@ -99,6 +102,7 @@ class JoinResult:
     leader_id: str = ""
     # (member id, group instance id, metadata): for the leader only
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
 
 
 @dataclass(slots=True)
@@ -308,18 +312,22 @@ class GroupCoordinator:
         if old_id is None:
             return await self._add_member_and_rebalance(group, new_id, req)
         # A known static member restarted: it takes over its old identity (the old
-        # member id is fenced) without a rebalance, unless its protocols changed.
+        # member id is fenced) without a rebalance, unless the group's protocol would
+        # change. Its subscription bytes differ (a restarted consumer owns no partitions
+        # and names no generation in them); as Kafka, only the protocol chosen counts.
         old = group.members[old_id]
         _complete(old.awaiting_join, JoinResult(ErrorCode.fenced_instance_id, old_id))
         _complete(old.awaiting_sync, SyncResult(ErrorCode.fenced_instance_id))
         old.awaiting_join = old.awaiting_sync = None
+        current_leader = group.leader_id
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
         member.client_id, member.client_host = req.client_id, req.client_host
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.protocols = req.protocols
         # The old id's session timer goes (its member id is no longer in the group).
         self.heartbeat_purgatory.check_and_complete((group.group_id, old_id))
-        if group.state == GroupState.STABLE and member.matches(req.protocols):
+        if group.state == GroupState.STABLE and group.select_protocol() == group.protocol_name:
             self._complete_and_schedule_next_heartbeat(group, member)
             # The new id is stored, so that a coordinator that loads the group after
             # a move or restart does not fence it (Kafka stores the group here too).
@@ -327,7 +335,17 @@ class GroupCoordinator:
             self._tasks.spawn(
                 self.metadata_manager.store_group(group, assignments), f"store-{group.group_id}"
             )
-            return self._join_result(group, member)
+            result = self._join_result(group, member)
+            if member.member_id == group.leader_id:
+                # The leader must not run its assignor: a stable group would not pass
+                # the new assignment on. From v9 it is told so; before, it is not told
+                # that it leads (Kafka's answers both).
+                if req.supports_skip_assignment:
+                    result.skip_assignment = True
+                else:
+                    result.members = []
+                    result.leader_id = current_leader or ""
+            return result
         return await self._update_member_and_rebalance(group, member, req)
 
     async def _add_member_and_rebalance(

@@ -68,7 +68,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.INIT_PRODUCER_ID: (0, 4),

@@ -45,7 +45,15 @@ class DynamicConfigManager:
             self._resolved.pop(topic, None)
 
     async def ensure_loaded(self, topics: Iterable[str]) -> None:
-        await self.load([t for t in topics if t not in self.overrides])
+        new = [t for t in dict.fromkeys(topics) if t not in self.overrides]
+        await self.load(new)
+        # Overrides a topic was created with (or that a restarted broker finds) come
+        # with no change notification; they take effect here, as a change's would
+        # (a throttle on the replicas of a topic created with one, for instance).
+        for topic in new:
+            if self.overrides.get(topic):
+                for listener in self.listeners:
+                    listener(topic)
 
     def forget(self, topic: str) -> None:
         self.overrides.pop(topic, None)

@@ -158,6 +158,10 @@ async def _alter_broker(
         BROKER_CONFIG.parse_value(name, value)
     if not validate_only:
         await broker.client.set_broker_config(entity, new)
+        # Applied here at once, not only when /config/changes comes round: the admin
+        # client sends a broker's configs to that broker, and a describe right after
+        # an alter should show the new value.
+        await broker.dynamic_config.on_change(entity)
 
 
 async def _current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:

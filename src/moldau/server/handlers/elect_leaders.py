@@ -74,4 +74,8 @@ async def handle_elect_leaders(broker: Broker, ctx: RequestContext) -> Any:
             ErrorCode.not_controller,
             dict.fromkeys(partitions or (), ErrorCode.not_controller),
         )
+    if partitions is None:
+        # An election of every partition names only those it elected or failed to
+        # elect, as Kafka's: the rest lead as they should.
+        results = {tp: e for tp, e in results.items() if e != ErrorCode.election_not_needed}
     return _response(ctx.version, ErrorCode.none, results)

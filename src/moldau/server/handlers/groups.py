@@ -11,6 +11,8 @@ from moldau.coordinator.group_coordinator import JoinRequest
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
+from moldau.server import authorized_operations as ops
+from moldau.server.authorized_operations import authorized
 from moldau.server.request import RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
@@ -38,6 +40,7 @@ async def handle_join_group(broker: Broker, ctx: RequestContext) -> Response:
             req.protocol_type,
             [(p.name, bytes(p.metadata)) for p in req.protocols],
             require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
         )
     )
     return build_response(
@@ -50,7 +53,7 @@ async def handle_join_group(broker: Broker, ctx: RequestContext) -> Response:
             "protocol_type": result.protocol_type,
             "protocol_name": result.protocol_name or ("" if version < 7 else None),
             "leader": result.leader_id,
-            "skip_assignment": False,
+            "skip_assignment": result.skip_assignment,
             "member_id": result.member_id,
             "members": [
                 {"member_id": m, "group_instance_id": i, "metadata": meta}
@@ -130,6 +133,11 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext) -> Respons
             "members": [],
             "authorized_operations": -(2**31),
         }
+        if error == ErrorCode.none:  # a group that does not exist too (DEAD), as Kafka
+            described["authorized_operations"] = authorized(
+                ops.GROUP,
+                bool(getattr(req, "include_authorized_operations", False)),  # v3+
+            )
         if error == ErrorCode.none and group is not None:
             stable = group.state == GroupState.STABLE
             protocol = group.protocol_name if stable else None
@@ -157,8 +165,13 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext) -> Respons
 
 async def handle_list_groups(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
-    states = {s.lower() for s in getattr(req, "states_filter", ())}
+    states = {s.lower() for s in getattr(req, "states_filter", ())}  # v4+
+    # v5+; every group here is classic, so a filter without "classic" lists none
+    # (Kafka 4's admin client asks for "consumer" and "classic" groups).
+    types = {t.lower() for t in getattr(req, "types_filter", ())}
     error, groups = broker.group_coordinator.list_groups()
+    if types and "classic" not in types:
+        groups = []
     listed = [
         {
             "group_id": g.group_id,

@@ -7,50 +7,68 @@ clients ask often."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from moldau.controller.admin import INTERNAL_TOPICS, NewTopic, validate_topic_name
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response, encode_body
-from moldau.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from moldau.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
+from moldau.server import authorized_operations as ops
+from moldau.server.authorized_operations import authorized
 from moldau.server.request import RawBody, RequestContext, Response
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
 _CACHE_LIMIT = 256
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     version = ctx.version
     cache = broker.metadata_cache
+    unknown_ids: list[uuid.UUID] = []
     if req.topics is None or (version == 0 and not req.topics):
         requested: list[str] | None = None
     else:
-        requested = [t.name for t in req.topics if t.name is not None]
-        if version >= 10 and any(t.name is None for t in req.topics):
-            # Lookup by topic id.
+        ids = _topic_ids(req.topics, version)
+        if ids:
+            # As Kafka: any topic id means a lookup by id (the Java client leaves the
+            # name "" there); ids no topic has are answered UNKNOWN_TOPIC_ID.
             by_id = {v: k for k, v in cache.topic_ids.items()}
-            requested += [
-                by_id[t.topic_id] for t in req.topics if t.name is None and t.topic_id in by_id
-            ]
+            requested = [by_id[i] for i in ids if i in by_id]
+            unknown_ids = [i for i in ids if i not in by_id]
+        else:
+            requested = [t.name for t in req.topics if t.name is not None]
     allow_auto = True if version < 4 else bool(req.allow_auto_topic_creation)
+    topic_ops = bool(getattr(req, "include_topic_authorized_operations", False))  # v8+
+    cluster_ops = bool(getattr(req, "include_cluster_authorized_operations", False))  # v8-10
     key = (
         cache.version,
         version,
         None if requested is None else tuple(requested),
         ctx.client.listener,
+        topic_ops,
+        cluster_ops,
     )
-    cached = broker.metadata_responses.get(key)
+    cached = None if unknown_ids else broker.metadata_responses.get(key)
     if cached is not None:
         return RawBody([cached])
-    topics: list[dict[str, Any]] = []
-    cacheable = True
+    topics: list[dict[str, Any]] = [
+        {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": i} for i in unknown_ids
+    ]
+    cacheable = not unknown_ids
     names = cache.topics() if requested is None else list(dict.fromkeys(requested))
     for name in names:
         if cache.contains_topic(name):
-            topics.append(_topic(broker, name, version))
+            topics.append(_topic(broker, name, version, topic_ops))
             continue
         cacheable = False
         error = await _unknown_topic(broker, name, allow_auto)
@@ -70,7 +88,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
                 "cluster_id": broker.cluster_id,
                 "controller_id": cache.controller_id if cache.controller_id is not None else -1,
                 "topics": topics,
-                "cluster_authorized_operations": -(2**31),
+                "cluster_authorized_operations": authorized(ops.CLUSTER, cluster_ops),
             },
         )
     )
@@ -83,6 +101,16 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
     return RawBody([body])
 
 
+def _topic_ids(topics: Any, version: int) -> list[uuid.UUID]:
+    """The topic ids a Metadata request names (v12 and later), zero ids left out."""
+    if version < 10:
+        return []
+    ids = [t.topic_id for t in topics if t.topic_id is not None and t.topic_id != _ZERO_UUID]
+    if ids and version < 12:
+        raise InvalidRequestError(f"Topic IDs are not supported in requests for version {version}")
+    return list(dict.fromkeys(ids))
+
+
 async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) -> Response:
     """While the broker starts (its logs loading): itself as the only broker and as
     the controller, and no leader yet for any topic asked for (LEADER_NOT_AVAILABLE,
@@ -92,7 +120,8 @@ async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) ->
     started), as any broker takes them in KRaft-era Kafka, which names a random live
     broker as the controller."""
     req = ctx.body()
-    names = [] if req.topics is None else [t.name for t in req.topics if t.name is not None]
+    ids = [] if req.topics is None else _topic_ids(req.topics, ctx.version)
+    names = [] if req.topics is None or ids else [t.name for t in req.topics if t.name is not None]
     brokers = [
         {"node_id": broker.broker_id, "host": ep.host, "port": ep.port, "rack": broker.config.rack}
         for ep in broker.advertised_endpoints()
@@ -105,7 +134,7 @@ async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) ->
             "is_internal": name in INTERNAL_TOPICS,
         }
         for name in dict.fromkeys(names)
-    ]
+    ] + [{"error_code": ErrorCode.leader_not_available, "name": None, "topic_id": i} for i in ids]
     return build_response(
         ApiKey.METADATA,
         ctx.version,
@@ -120,7 +149,7 @@ async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) ->
     )
 
 
-def _topic(broker: Broker, name: str, version: int) -> dict[str, Any]:
+def _topic(broker: Broker, name: str, version: int, operations: bool) -> dict[str, Any]:
     cache = broker.metadata_cache
     partitions = []
     for p, s in sorted(cache.partitions[name].items()):
@@ -153,7 +182,7 @@ def _topic(broker: Broker, name: str, version: int) -> dict[str, Any]:
         "topic_id": cache.topic_ids.get(name),
         "is_internal": name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": -(2**31),
+        "topic_authorized_operations": authorized(ops.TOPIC, operations),
     }
 
 
@@ -206,6 +235,8 @@ async def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> Respon
             "cluster_id": broker.cluster_id,
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
             "brokers": brokers,
-            "cluster_authorized_operations": -(2**31),
+            "cluster_authorized_operations": authorized(
+                ops.CLUSTER, bool(req.include_cluster_authorized_operations)
+            ),
         },
     )
