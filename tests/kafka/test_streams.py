@@ -16,7 +16,8 @@ guarantee promises a user, and so what these tests hold Moldau to:
   higher means offsets or the changelog went back further than Streams committed.
 
 The restarted instance gets a fresh state directory, so its store can only come from the
-changelog topic.
+changelog topic. Streams also deletes (DeleteRecords) what it committed of its repartition
+topic, which it creates with retention.ms=-1: without that the topic would grow for ever.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from moldau.testing import kafka_java
-from moldau.testing.process import BrokerProcess, wait_for
+from moldau.testing.process import wait_for
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(240)]
 
@@ -228,6 +229,24 @@ def latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
     return latest
 
 
+def wait_purged(app: WordCountApp) -> None:
+    """Until Streams deleted (DeleteRecords) what it committed of its repartition topic:
+    its records are kept for ever otherwise (retention.ms=-1)."""
+    repartition = f"{app.app_id}-counts-repartition"
+    consumer = Consumer({"bootstrap.servers": app.bootstrap, "group.id": app.app_id})
+    try:
+        committed = consumer.committed(end_offsets(consumer, repartition), timeout=10)
+
+        def low_watermarks() -> list[int]:
+            return [consumer.get_watermark_offsets(c, 10)[0] for c in committed]
+
+        # WordCount purges every second, after a commit.
+        if not wait_for(lambda: low_watermarks() == [c.offset for c in committed], 20, 0.5):
+            app.fail(f"{repartition}: low watermarks {low_watermarks()}, committed {committed}")
+    finally:
+        consumer.close()
+
+
 def check_internal_topics(app: WordCountApp) -> None:
     """The repartition topic and the changelog Streams created: partitions as the input,
     the replication factor asked for, and the configs Streams gave them."""
@@ -261,6 +280,7 @@ def test_counts_are_exact_through_a_clean_stop_and_a_restore_from_the_changelog(
     wait_settled(app)
     assert latest_counts(app.bootstrap, app.topics[1]) == word_counts(lines)
     check_internal_topics(app)
+    wait_purged(app)
 
     # Stopped while it still has lines to count: the clean close commits what it did.
     more = make_lines(rng, 200)
@@ -313,32 +333,3 @@ def test_counts_are_never_below_the_truth_after_a_kill(app: WordCountApp, tmp_pa
     # of each word than twice the lines at risk) would show here.
     beyond = {w: (counts[w], truth[w]) for w in truth if counts[w] > truth[w] + 2 * bound[w]}
     assert not beyond, f"counted more than at-least-once can re-read: {beyond}"
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="Moldau has no DeleteRecords yet: Streams' purge fails in its admin client with "
-    "UnsupportedVersionException (logged at DEBUG only) and the repartition topic, "
-    "retention.ms=-1, keeps every record",
-)
-def test_the_repartition_topic_is_purged_up_to_what_was_committed(
-    moldau: BrokerProcess, tmp_path: Path
-) -> None:
-    with word_count_app(moldau.bootstrap) as app:
-        produce(app.bootstrap, app.topics[0], make_lines(random.Random(3), 300))
-        app.start(tmp_path / "state")
-        wait_settled(app)
-        repartition = f"{app.app_id}-counts-repartition"
-        consumer = Consumer({"bootstrap.servers": app.bootstrap, "group.id": app.app_id})
-        try:
-            committed = consumer.committed(end_offsets(consumer, repartition), timeout=10)
-
-            def purged() -> bool:
-                # WordCount purges every second, after a commit.
-                return all(consumer.get_watermark_offsets(c, 10)[0] == c.offset for c in committed)
-
-            assert wait_for(purged, timeout=15, interval=0.5), [
-                consumer.get_watermark_offsets(c, 10) for c in committed
-            ]
-        finally:
-            consumer.close()
