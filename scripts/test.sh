@@ -30,8 +30,10 @@ PYTHON=${PYTHON:-python3}
 [ -d .venv/kio-0.5.0/kio ] || .venv/bin/pip install -q --disable-pip-version-check \
   --no-deps --target .venv/kio-0.5.0 kio==0.5.0
 
-# Kafka's jars from Maven Central into tests/java/target/lib (cached in ~/.m2).
+# Kafka's jars from Maven Central into tests/java/target/lib (cached in ~/.m2), and
+# Spark's Kafka connector into tests/java/spark/target/lib.
 mvn -q -B -f tests/java/pom.xml package
+mvn -q -B -f tests/java/spark/pom.xml package
 
 lint_dirs="src tests"; [ -d bench ] && lint_dirs="$lint_dirs bench"
 .venv/bin/ruff check $lint_dirs

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from moldau.testing import kafka_java
 from moldau.testing.process import BrokerProcess
 from tests.cluster.conftest import make_cluster, zookeeper  # noqa: F401 (fixtures)
 
@@ -23,6 +24,8 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    # Spark's own Kafka connector beside format("moldau") (test_spark_connector.py).
+    jars = [] if kafka_java.java_unavailable() else kafka_java.spark_connector_jars()
     session = (
         # Two cores; a failed task is tried up to three times, as on a cluster.
         SparkSession.builder.master("local[2,3]")
@@ -32,6 +35,7 @@ def spark() -> Iterator[Any]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.jars", ",".join(str(j) for j in jars))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

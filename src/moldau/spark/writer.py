@@ -29,6 +29,10 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "enable.idempotence": "true",
     "acks": "all",
     "linger.ms": "20",
+    # Kafka's Java producer's, and so Spark's connector's: a key goes to the partition
+    # of murmur2 of it (librdkafka's own default hashes with CRC32), so rows land where
+    # other Java writers of the topic put their keys.
+    "partitioner": "murmur2_random",
     "queue.buffering.max.messages": "1000000",
     # Only failures come back: a delivery callback per record would cost a Python
     # call per record.

@@ -1,5 +1,6 @@
 """Apache Kafka's own client, tools, Streams and broker, run from the jars Maven
-fetches for tests/java (a source checkout only: the jars are not part of the package).
+fetches for tests/java, and Spark's own Kafka connector from tests/java/spark (a
+source checkout only: the jars are not part of the package).
 
 scripts/test.sh builds them; a test run without it builds them on first use.
 """
@@ -16,6 +17,7 @@ from typing import Any
 JAVA_DIR = Path(__file__).resolve().parents[3] / "tests" / "java"
 KAFKA_RUN_CLASS = JAVA_DIR / "kafka-run-class"
 _BUILT = JAVA_DIR / "target" / "lib"
+SPARK_CONNECTOR_DIR = JAVA_DIR / "spark"
 
 
 def java_unavailable() -> str | None:
@@ -39,6 +41,23 @@ def ensure_built() -> Path:
     subprocess.run(["mvn", "-q", "-B", "package"], cwd=JAVA_DIR, check=True, timeout=900)
     _BUILT.touch()
     return JAVA_DIR
+
+
+def spark_connector_jars() -> list[Path]:
+    """Spark's own Kafka connector and what it needs beyond PySpark's jars, for a
+    session's spark.jars; `mvn package` in tests/java/spark first, unless done."""
+    why = java_unavailable()
+    if why is not None:
+        raise RuntimeError(f"Spark's Kafka connector cannot be fetched: {why}")
+    lib = SPARK_CONNECTOR_DIR / "target" / "lib"
+    pom = SPARK_CONNECTOR_DIR / "pom.xml"
+    if not lib.is_dir() or pom.stat().st_mtime > lib.stat().st_mtime:
+        shutil.rmtree(lib, ignore_errors=True)  # no jar of an older version left behind
+        subprocess.run(
+            ["mvn", "-q", "-B", "package"], cwd=SPARK_CONNECTOR_DIR, check=True, timeout=900
+        )
+        lib.touch()
+    return sorted(lib.glob("*.jar"))
 
 
 def command(main_class: str, *args: str) -> list[str]:
