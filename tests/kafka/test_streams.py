@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -107,9 +108,17 @@ class WordCountApp:
                 self.fail(f"no {line!r} from WordCount within {timeout} s")
             time.sleep(0.1)
 
-    def restored(self) -> int:
-        """Changelog records this run restored its store from (its RESTORED lines)."""
-        return sum(int(ln.split()[-1]) for ln in self.lines if ln.startswith("RESTORED counts "))
+    def restored(self, timeout: float = 30) -> int:
+        """Changelog records this run restored its store from, once every changelog
+        partition is restored (a RESTORED line each; restoration may end after RUNNING)."""
+        deadline = time.monotonic() + timeout
+        while (
+            len(done := [ln for ln in self.lines if ln.startswith("RESTORED counts ")]) < PARTITIONS
+        ):
+            if time.monotonic() > deadline:
+                self.fail(f"{len(done)} of {PARTITIONS} changelog partitions restored")
+            time.sleep(0.1)
+        return sum(int(ln.split()[-1]) for ln in done)
 
     def stop(self, sig: signal.Signals) -> int:
         assert self.proc is not None
@@ -123,14 +132,17 @@ class WordCountApp:
         self.reader.join(10)
         self.proc.stdout.close()
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str) -> NoReturn:
         err = self.stderr_path.read_text()[-6000:] if self.stderr_path else ""
         pytest.fail(f"{why}\nstdout:\n" + "\n".join(self.lines) + f"\nstderr:\n{err}")
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
             self._reap()
 
 
