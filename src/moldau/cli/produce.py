@@ -275,7 +275,9 @@ def run(args: argparse.Namespace) -> int:
     conf = client_config(
         args.bootstrap_server,
         watch,
-        {"message.timeout.ms": DEFAULT_MESSAGE_TIMEOUT_MS},
+        # murmur2_random: a key goes to the partition Kafka's Java producer (and so
+        # kafka-console-producer) picks, not librdkafka's CRC32 one.
+        {"message.timeout.ms": DEFAULT_MESSAGE_TIMEOUT_MS, "partitioner": "murmur2_random"},
         read_config_file(args.producer_config, "--producer.config"),
         parse_key_values(args.producer_property, "--producer-property"),
         explicit,
