@@ -273,7 +273,8 @@ class GroupCoordinator:
         if is_unknown:
             if not supported:
                 return JoinResult(ErrorCode.inconsistent_group_protocol, req.member_id)
-            new_id = f"{req.client_id}-{uuid.uuid4()}"
+            # Kafka's generateMemberId: a static member's id starts with its instance id.
+            new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
             if req.group_instance_id is not None:
                 return await self._static_member_join(group, new_id, req)
             if req.require_known_member_id:

@@ -202,8 +202,23 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_offset_delete(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
-    wanted = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    cache = broker.metadata_cache
+    # As Kafka's KafkaApis: a partition the cluster does not have is answered
+    # UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator.
+    unknown = {
+        tp: ErrorCode.unknown_topic_or_partition
+        for t in req.topics
+        for p in t.partitions
+        if cache.partition_state(tp := TopicPartition(t.name, p.partition_index)) is None
+    }
+    wanted = [
+        tp
+        for t in req.topics
+        for p in t.partitions
+        if (tp := TopicPartition(t.name, p.partition_index)) not in unknown
+    ]
     error, results = await broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    results.update(unknown)
     topics = [
         {
             "name": t.name,
