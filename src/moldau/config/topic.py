@@ -212,6 +212,8 @@ def describe(overrides: Mapping[str, str], broker: BrokerDefaults) -> list[Descr
             synonyms.append(
                 (key.name, to_string(parsed[key.name]), ConfigSource.DYNAMIC_TOPIC_CONFIG)
             )
+        if key.server_default is not None:
+            synonyms += broker.dynamic_synonyms(key.server_default)
         if key.server_default is not None and broker.is_set(key.server_default):
             synonyms.append(
                 (
@@ -238,7 +240,12 @@ class BrokerDefaults:
     """What a topic config needs from the broker config: the server defaults."""
 
     def is_set(self, name: str) -> bool:
+        """Set in server.properties (or by an override), under this name or a synonym."""
         raise NotImplementedError
+
+    def dynamic_synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
+        """A broker property's values set at run time, most specific first."""
+        return []
 
     def topic_default(self, key: ConfigKey) -> Any:
         raise NotImplementedError
@@ -259,6 +266,16 @@ def _or_difference(values: Mapping[str, Any], name: str) -> int:
     default (Kafka 3.9's transition rule)."""
     value = int(values[name])
     return value if value != LONG_MAX else int(values["message.timestamp.difference.max.ms"])
+
+
+# The broker properties that supply topic defaults, which Kafka lets change at run time
+# for one broker or the whole cluster (its DynamicLogConfig), all but the message format
+# (Kafka would have to check every broker supports it).
+DYNAMIC_LOG_CONFIGS = frozenset(
+    key.server_default
+    for key in TOPIC_CONFIG.keys.values()
+    if key.server_default is not None and key.name != "message.format.version"
+)
 
 
 def log_config(values: Mapping[str, Any]) -> LogConfig:
@@ -295,5 +312,13 @@ def log_config(values: Mapping[str, Any]) -> LogConfig:
     )
 
 
-__all__ = ["TOPIC_CONFIG", "ConfigSource", "DescribedConfig", "describe", "log_config", "resolve"]
+__all__ = [
+    "DYNAMIC_LOG_CONFIGS",
+    "TOPIC_CONFIG",
+    "ConfigSource",
+    "DescribedConfig",
+    "describe",
+    "log_config",
+    "resolve",
+]
 _ = ConfigType

@@ -138,10 +138,14 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         # Logs why __consumer_offsets waits for more brokers, once per situation.
         self.offsets_topic_report = TooFewBrokersReport()
-        self.config_manager = DynamicConfigManager(self.client, config, self.log_manager)
         self.dynamic_config = DynamicBrokerConfig(self.client, config)
+        # Topics take their defaults from the dynamic broker configs over server.properties.
+        self.config_manager = DynamicConfigManager(
+            self.client, self.dynamic_config, self.log_manager
+        )
         self.config_manager.broker_listeners.append(self.dynamic_config.on_change)
         self.dynamic_config.listeners.append(self._update_quota_bounds)
+        self.dynamic_config.listeners.append(self.config_manager.reconfigure)
         self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
         self.fetch_manager = FetchManager(
             FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], clock)
@@ -623,7 +627,7 @@ class Broker:
         value = overrides.get("unclean.leader.election.enable")
         if value is not None:
             return value.strip().lower() == "true"
-        return bool(self.config["unclean.leader.election.enable"])
+        return bool(self.dynamic_config["unclean.leader.election.enable"])
 
     # -- shutdown ------------------------------------------------------------------------
 

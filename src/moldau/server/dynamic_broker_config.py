@@ -1,7 +1,8 @@
-"""Broker configs changed at run time (Kafka's dynamic broker configs, for the
-replication quotas): stored in /config/brokers/<id> for one broker and
-/config/brokers/<default> for all, announced through /config/changes, and
-resolved per broker > cluster default > server.properties > Kafka's default."""
+"""Broker configs changed at run time (Kafka's dynamic broker configs: the replication
+quotas, and the broker properties that are topics' defaults, as Kafka's
+DynamicLogConfig): stored in /config/brokers/<id> for one broker and
+/config/brokers/<default> for all, announced through /config/changes, and resolved
+per broker > cluster default > server.properties > Kafka's default."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from moldau.config.broker import BROKER_CONFIG, BrokerConfig
-from moldau.config.topic import ConfigSource
+from moldau.config.configdef import ConfigKey
+from moldau.config.topic import BrokerDefaults, ConfigSource
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.znodes import DEFAULT_BROKER_ENTITY
 from moldau.protocol.errors import InvalidConfigError
@@ -18,7 +20,7 @@ from moldau.protocol.errors import InvalidConfigError
 log = logging.getLogger(__name__)
 
 
-class DynamicBrokerConfig:
+class DynamicBrokerConfig(BrokerDefaults):
     def __init__(self, client: MetadataClient, static: BrokerConfig) -> None:
         self.client = client
         self.static = static
@@ -46,7 +48,7 @@ class DynamicBrokerConfig:
         value, _ = self.value_and_source(name)
         return value
 
-    def value_and_source(self, name: str) -> tuple[Any, ConfigSource]:
+    def _dynamic(self, name: str) -> tuple[Any, ConfigSource] | None:
         for layer, source in (
             (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
             (self.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -56,6 +58,34 @@ class DynamicBrokerConfig:
                     return BROKER_CONFIG.parse_value(name, layer[name]), source
                 except InvalidConfigError as e:
                     log.warning("ignoring dynamic %s: %s", name, e)
+        return None
+
+    # -- BrokerDefaults: what topics take from the broker --------------------------------
+
+    def is_set(self, name: str) -> bool:
+        return self.static.is_set(name)
+
+    def topic_default(self, key: ConfigKey) -> Any:
+        if key.server_default is not None:
+            dynamic = self._dynamic(key.server_default)
+            if dynamic is not None:
+                return dynamic[0]
+        return self.static.topic_default(key)
+
+    def dynamic_synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
+        return [
+            (name, layer[name], source)
+            for layer, source in (
+                (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (self.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            )
+            if name in layer
+        ]
+
+    def value_and_source(self, name: str) -> tuple[Any, ConfigSource]:
+        dynamic = self._dynamic(name)
+        if dynamic is not None:
+            return dynamic
         if name in self.static.explicit:
             return self.static[name], ConfigSource.STATIC_BROKER_CONFIG
         return self.static[name], ConfigSource.DEFAULT_CONFIG

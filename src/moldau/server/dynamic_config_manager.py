@@ -1,7 +1,8 @@
 """Kafka's DynamicConfigManager: follows the /config/changes notifications. Topic
 config overrides are loaded from /config/topics, kept current, and resolved
-against the broker's defaults into each log's LogConfig; notifications about
-brokers' dynamic configs go to `broker_listeners` (DynamicBrokerConfig)."""
+against the broker's defaults (dynamic ones included) into each log's LogConfig;
+notifications about brokers' dynamic configs go to `broker_listeners`
+(DynamicBrokerConfig), which calls `reconfigure` after a change."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from moldau.config.broker import BrokerConfig
-from moldau.config.topic import log_config, resolve
+from moldau.config.topic import BrokerDefaults, log_config, resolve
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import WatchedEvent
 from moldau.metadata.znodes import CONFIG_CHANGE_PREFIX
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 class DynamicConfigManager:
     def __init__(
-        self, client: MetadataClient, broker: BrokerConfig, log_manager: LogManager
+        self, client: MetadataClient, broker: BrokerDefaults, log_manager: LogManager
     ) -> None:
         self.client = client
         self.broker = broker
@@ -68,6 +68,15 @@ class DynamicConfigManager:
             config = log_config(self.values(topic))
             self._resolved[topic] = config
         return config
+
+    def reconfigure(self) -> None:
+        """The broker's defaults changed: every log takes its topic's config anew."""
+        self._resolved.clear()
+        for tp, lg in self.log_manager.logs.items():
+            lg.update_config(self.log_config(tp.topic))
+        for topic in list(self.overrides):
+            for listener in self.listeners:
+                listener(topic)
 
     # -- change notifications ------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): topic
 configs (stored in /config/topics), and this broker's configs: static, except the
-dynamic ones (the replication quotas), stored in /config/brokers/<id> or, for the
-empty resource name, /config/brokers/<default>."""
+dynamic ones (the replication quotas, and the topics' defaults as Kafka's
+DynamicLogConfig), stored in /config/brokers/<id> or, for the empty resource name,
+/config/brokers/<default>."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.config.broker import BROKER_CONFIG, DYNAMIC_BROKER_CONFIGS
 from moldau.config.configdef import ConfigType, to_string
-from moldau.config.topic import TOPIC_CONFIG, ConfigSource, describe, validate_topic_overrides
+from moldau.config.topic import (
+    DYNAMIC_LOG_CONFIGS,
+    TOPIC_CONFIG,
+    ConfigSource,
+    describe,
+    validate_topic_overrides,
+)
 from moldau.metadata.znodes import DEFAULT_BROKER_ENTITY
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
@@ -28,6 +35,9 @@ if TYPE_CHECKING:
 TOPIC = 2
 BROKER = 4
 
+# What AlterConfigs may change on a broker or the cluster default.
+_DYNAMIC = DYNAMIC_BROKER_CONFIGS | DYNAMIC_LOG_CONFIGS
+
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -35,6 +45,30 @@ async def _topic_overrides(broker: Broker, topic: str) -> dict[str, str]:
     if not await broker.client.topic_exists(topic):
         raise UnknownTopicOrPartitionError(f"Topic {topic} does not exist")
     return await broker.client.get_topic_config(topic)
+
+
+def _default_broker_configs(broker: Broker) -> list[dict[str, Any]]:
+    """The cluster-wide default resource (the empty name) as Kafka describes it: only the
+    dynamic defaults set, each with itself as its one synonym."""
+    out = []
+    for name, value in sorted(broker.dynamic_config.defaults.items()):
+        key = BROKER_CONFIG.keys.get(name)
+        if key is None:
+            continue
+        source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        out.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": key.type == ConfigType.PASSWORD,
+                "synonyms": [{"name": name, "value": value, "source": source}],
+                "config_type": int(key.type),
+                "documentation": key.doc,
+            }
+        )
+    return out
 
 
 def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
@@ -59,7 +93,7 @@ def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
             {
                 "name": key.name,
                 "value": value,
-                "read_only": key.name not in DYNAMIC_BROKER_CONFIGS,
+                "read_only": key.name not in _DYNAMIC,
                 "config_source": int(source),
                 "is_sensitive": key.type == ConfigType.PASSWORD,
                 "synonyms": synonyms,
@@ -112,11 +146,15 @@ async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Respon
                         "config_type": int(c.type),
                         "documentation": c.doc if docs else None,
                     }
-                    for c in describe(overrides, broker.config)
+                    for c in describe(overrides, broker.dynamic_config)
                 ]
             elif res.resource_type == BROKER:
-                _broker_entity(broker, res.resource_name)
-                configs = _broker_configs(broker)
+                entity = _broker_entity(broker, res.resource_name)
+                configs = (
+                    _default_broker_configs(broker)
+                    if entity == DEFAULT_BROKER_ENTITY
+                    else _broker_configs(broker)
+                )
                 for c in configs:
                     if not synonyms:
                         c["synonyms"] = []
@@ -151,7 +189,7 @@ async def _alter_topic(
 async def _alter_broker(
     broker: Broker, entity: str, new: dict[str, str], validate_only: bool
 ) -> None:
-    static = sorted(set(new) - DYNAMIC_BROKER_CONFIGS)
+    static = sorted(set(new) - _DYNAMIC)
     if static:
         raise InvalidRequestError(f"Cannot update these configs dynamically: {static}")
     for name, value in new.items():
@@ -256,7 +294,12 @@ def _apply(
             [i for i in current.split(",") if i]
             if current is not None
             else list(
-                (broker.config.topic_default(key) if resource_type == TOPIC else key.default) or []
+                (
+                    broker.dynamic_config.topic_default(key)
+                    if resource_type == TOPIC
+                    else key.default
+                )
+                or []
             )
         )
         given = [i.strip() for i in (value or "").split(",") if i.strip()]
