@@ -175,6 +175,13 @@ def test_kafka_get_offsets_and_consumer_group_resets_by_time_offset_and_shift(
     assert get_offsets("-2") == {0: 0}  # earliest
     assert get_offsets("-3") == {0: 3}  # the record of the largest timestamp
     assert get_offsets(str(ts_b3)) == {0: 3}
+    # No tiered storage: the earliest local offset is the log start, and nothing is
+    # tiered (offset -1: the tool prints no line, and no error either).
+    assert get_offsets("-4") == {0: 0}
+    tiered = kafka_java.run(GET_OFFSETS, "--bootstrap-server", b, "--topic", topic,
+                            "--time", "-5")  # fmt: skip
+    assert (tiered.returncode, tiered.stdout) == (0, "")
+    assert "Skip getting offsets" not in tiered.stderr, tiered.stderr
 
     def reset(*how: str) -> dict[int, int]:
         out = tool(CONSUMER_GROUPS, "--bootstrap-server", b, "--reset-offsets",

@@ -51,7 +51,8 @@ class ApiKey(IntEnum):
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 11),
     ApiKey.FETCH: (0, 12),
-    ApiKey.LIST_OFFSETS: (0, 7),
+    # v8 (earliest-local, -4) and v9 (latest-tiered, -5) as Kafka 3.9: no tiered storage.
+    ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.METADATA: (0, 12),
     # Controller-to-broker requests, one version each (protocol/control_wire.py).
     ApiKey.LEADER_AND_ISR: (5, 5),

@@ -59,6 +59,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 class FetchIsolation(Enum):
@@ -596,6 +597,9 @@ class Partition:
             return -1, start, cache.epoch_for_offset(start)
         if timestamp == LATEST_TIMESTAMP:
             return -1, last_fetchable, cache.epoch_for_offset(max(last_fetchable - 1, 0))
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            # Nothing is tiered: offset -1, as Kafka answers without remote storage.
+            return None
         if timestamp == MAX_TIMESTAMP:
             found = lg.max_timestamp_and_offset()
         else:
