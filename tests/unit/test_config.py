@@ -71,12 +71,34 @@ def test_describe_reports_sources_and_synonyms() -> None:
     assert described["segment.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert described["retention.ms"].value == "1000"
     assert described["retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG
-    assert [s[0] for s in described["retention.ms"].synonyms] == [
-        "log.retention.ms",
-        "log.retention.ms",
-    ]
+    # As Kafka's: each layer in turn, the property's names within it (the default is
+    # log.retention.hours: .ms and .minutes have none).
+    assert described["retention.ms"].synonyms == (
+        ("log.retention.ms", "1000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
     assert described["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG
     assert described["cleanup.policy"].value == "delete"
+
+
+def test_a_time_config_lists_synonyms_only_from_its_primary_property_on_as_kafka() -> None:
+    """Kafka's ConfigHelper.configSynonyms drops the synonyms before the primary name: a
+    retention given in hours only, or left at its default, lists none, with the value
+    still the effective one."""
+    broker = BrokerConfig({"log.retention.hours": "24", "log.roll.ms": "1000"})
+    described = {c.name: c for c in describe({}, broker)}
+    retention = described["retention.ms"]
+    assert (retention.value, retention.source, retention.synonyms) == (
+        "86400000", ConfigSource.DEFAULT_CONFIG, ()
+    )  # fmt: skip
+    assert described["flush.ms"].synonyms == ()
+    assert described["segment.ms"].synonyms == (
+        ("log.roll.ms", "1000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert described["max.message.bytes"].synonyms == (
+        ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG),
+    )
 
 
 def test_properties_files_are_read_as_java_reads_them_iso_8859_1(tmp_path: Path) -> None:

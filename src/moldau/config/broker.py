@@ -7,7 +7,7 @@ is an error, an unknown key is logged and ignored (as Kafka does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,11 @@ from moldau.config.configdef import (
     level,
     metadata_version,
     one_of,
+    to_string,
 )
 from moldau.config.configdef import ConfigType as T
 from moldau.config.configdef import Importance as I
-from moldau.config.topic import TOPIC_CONFIG, BrokerDefaults
+from moldau.config.topic import TOPIC_CONFIG, BrokerDefaults, ConfigSource
 from moldau.protocol.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
@@ -277,6 +278,9 @@ _CHAINS: dict[str, list[tuple[str, int]]] = {
     ],
 }
 
+# Kafka's defaults as DescribeConfigs shows them; a property without one is left out.
+_DEFAULT_STRINGS = {k: to_string(v) for k, v in BROKER_CONFIG.defaults().items() if v is not None}
+
 
 class BrokerConfig(BrokerDefaults):
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
@@ -312,6 +316,9 @@ class BrokerConfig(BrokerDefaults):
                 return value * unit
         return None
 
+    def synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
+        return config_synonyms(name, [], self)
+
     def topic_default(self, key: ConfigKey) -> Any:
         if key.server_default is None:
             return key.default
@@ -337,6 +344,25 @@ class BrokerConfig(BrokerDefaults):
     def rack(self) -> str | None:
         rack = self.values["broker.rack"]
         return str(rack) if rack else None
+
+
+def config_synonyms(
+    name: str, dynamic: Sequence[tuple[Mapping[str, str], ConfigSource]], static: BrokerConfig
+) -> list[tuple[str, str | None, ConfigSource]]:
+    """Kafka's ConfigHelper.configSynonyms: each layer (dynamic ones, server.properties,
+    Kafka's defaults) in turn, the property's names within it (log.retention.ms, .minutes,
+    .hours), then only from `name` itself on: a time given in hours alone, or at its
+    default, lists no synonym, as Kafka's DescribeConfigs answers."""
+    names = [n for n, _ in _CHAINS.get(name, [(name, 1)])]
+    layers = [
+        *dynamic,
+        ({n: to_string(v) for n, v in static.explicit.items()}, ConfigSource.STATIC_BROKER_CONFIG),
+        (_DEFAULT_STRINGS, ConfigSource.DEFAULT_CONFIG),
+    ]
+    found = [(n, layer[n], source) for layer, source in layers for n in names if n in layer]
+    while found and found[0][0] != name:
+        found.pop(0)
+    return found
 
 
 def read_properties(path: Path) -> dict[str, str]:

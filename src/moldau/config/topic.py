@@ -213,21 +213,9 @@ def describe(overrides: Mapping[str, str], broker: BrokerDefaults) -> list[Descr
                 (key.name, to_string(parsed[key.name]), ConfigSource.DYNAMIC_TOPIC_CONFIG)
             )
         if key.server_default is not None:
-            synonyms += broker.dynamic_synonyms(key.server_default)
-        if key.server_default is not None and broker.is_set(key.server_default):
-            synonyms.append(
-                (
-                    key.server_default,
-                    to_string(broker.topic_default(key)),
-                    ConfigSource.STATIC_BROKER_CONFIG,
-                )
-            )
-        default = to_string(key.default)
-        if key.server_default is not None:
-            synonyms.append((key.server_default, default, ConfigSource.DEFAULT_CONFIG))
-        value, source = (
-            (synonyms[0][1], synonyms[0][2]) if synonyms else (default, ConfigSource.DEFAULT_CONFIG)
-        )
+            synonyms += broker.synonyms(key.server_default)
+        value = to_string(parsed[key.name] if key.name in parsed else broker.topic_default(key))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         out.append(
             DescribedConfig(
                 key.name, value, source, key.type, key.doc, key.read_only, tuple(synonyms)
@@ -243,9 +231,10 @@ class BrokerDefaults:
         """Set in server.properties (or by an override), under this name or a synonym."""
         raise NotImplementedError
 
-    def dynamic_synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
-        """A broker property's values set at run time, most specific first."""
-        return []
+    def synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
+        """Where a broker property's value may come from, most specific first, as Kafka's
+        DescribeConfigs lists a topic config's synonyms."""
+        raise NotImplementedError
 
     def topic_default(self, key: ConfigKey) -> Any:
         raise NotImplementedError

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from moldau.config.broker import BROKER_CONFIG, BrokerConfig
+from moldau.config.broker import BROKER_CONFIG, BrokerConfig, config_synonyms
 from moldau.config.configdef import ConfigKey
 from moldau.config.topic import BrokerDefaults, ConfigSource
 from moldau.metadata.client import MetadataClient
@@ -72,15 +72,12 @@ class DynamicBrokerConfig(BrokerDefaults):
                 return dynamic[0]
         return self.static.topic_default(key)
 
-    def dynamic_synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
-        return [
-            (name, layer[name], source)
-            for layer, source in (
-                (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                (self.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-            )
-            if name in layer
+    def synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
+        dynamic = [
+            (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
         ]
+        return config_synonyms(name, dynamic, self.static)
 
     def value_and_source(self, name: str) -> tuple[Any, ConfigSource]:
         dynamic = self._dynamic(name)
