@@ -79,6 +79,9 @@ def test_every_acknowledged_record_is_consumed_through_a_leader_kill(
         producer = popen(
             VERIFIABLE_PRODUCER, "--bootstrap-server", b, "--topic", TOPIC,
             "--max-messages", str(RECORDS), "--throughput", "400", "--acks", "-1",
+            # Keyed, so every partition gets records all along (keyless records stick
+            # to a partition per 16 KiB batch, and these are a few bytes each).
+            "--repeating-keys", "30",
             "--producer.config", str(producer_config),
             stdout=p_out, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -98,6 +101,12 @@ def test_every_acknowledged_record_is_consumed_through_a_leader_kill(
                 (e["partition"], e["offset"]): e["value"]
                 for e in _named(events, "producer_send_success")
             }
+            # One key, one partition.
+            assert all(
+                len({e["partition"] for e in _named(events, "producer_send_success")
+                     if e["key"] == k}) == 1
+                for k in {e["key"] for e in _named(events, "producer_send_success")}
+            )  # fmt: skip
             (summary,) = _named(events, "tool_data")
             assert (summary["sent"], summary["acked"]) == (RECORDS, RECORDS), summary
             assert _named(events, "producer_send_error") == []
