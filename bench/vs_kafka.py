@@ -17,20 +17,23 @@ Kafka's own perf tools drive both:
 - start-up: process start to accepting TCP connections, and to answering a Metadata
   request that lists the broker (Kafka binds its listener at the end of its start-up;
   Moldau binds first and holds requests until it serves); idle RSS 2 s later;
-- partition creation until every partition has a leader in Metadata, in two shapes:
-  one topic of N partitions in one CreateTopics (`kafka-topics --create --partitions
-  N`), and N/10 topics of 10 partitions in CreateTopics requests of 100 topics each
-  (an operator's script creating many topics);
+- partition creation, on a fresh broker each time, until every partition has a leader
+  in Metadata and until every partition's directory exists, in two shapes: one topic
+  of N partitions in one CreateTopics (`kafka-topics --create --partitions N`), and
+  N/10 topics of 10 partitions in CreateTopics requests of 100 topics each (an
+  operator's script creating many topics);
 - with --cluster: 3 Kafka nodes (three combined KRaft nodes) against 3 Moldau broker
   processes on ZooKeeper (moldau.testing.cluster.Cluster), RF 3, acks=all.
 
 Ratios are Moldau / Kafka from the same run: for rates, above 1 means Moldau does
-more; for CPU, time and memory, below 1 means Moldau spends less. A warm-up produce
-(not measured) lets each broker load its code (and Kafka's JIT compile its hot paths)
-before the first measured run.
+more; for CPU, time and memory, below 1 means Moldau spends less. A warm-up (not
+measured) lets each broker load its code (and Kafka's JIT compile its hot paths)
+before the first measured run. All brokers of a comparison run at once, idle but for
+the one under test, and each test runs on each in turn, so a ratio compares runs
+made seconds apart. Both sides set group.initial.rebalance.delay.ms=0.
 
     .venv/bin/python bench/vs_kafka.py             # everything, a few minutes
-    .venv/bin/python bench/vs_kafka.py --quick     # under a minute, smaller sizes
+    .venv/bin/python bench/vs_kafka.py --quick     # about a minute: acks=all, small sizes
     .venv/bin/python bench/vs_kafka.py --record    # also append to bench/RESULTS.md
     .venv/bin/python bench/vs_kafka.py --event-loops asyncio,uvloop   # Moldau on both
 
@@ -241,6 +244,8 @@ def moldau(workdir: Path, event_loop: str | None) -> Iterator[Server]:
     port = free_port()
     cmd = [sys.executable, "-m", "moldau", "serve", "--host", "127.0.0.1", "--port", str(port),
            "--data-dir", str(workdir / "moldau-data"), "--log-level", "WARNING"]  # fmt: skip
+    # As the Kafka broker's server.properties: consumer-perf-test's group joins at once.
+    cmd += ["--override", "group.initial.rebalance.delay.ms=0"]
     if event_loop is not None:
         cmd += ["--override", f"event.loop={event_loop}"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}  # this checkout's Moldau
@@ -264,7 +269,7 @@ def moldau_cluster(workdir: Path, event_loop: str | None) -> Iterator[Server]:
     """Three `moldau serve` processes on one ZooKeeper (whose CPU is not counted)."""
     from moldau.testing.cluster import Cluster
 
-    overrides = {"offsets.topic.replication.factor": "3"}
+    overrides = {"offsets.topic.replication.factor": "3", "group.initial.rebalance.delay.ms": "0"}
     if event_loop is not None:
         overrides["event.loop"] = event_loop
     os.environ["PYTHONPATH"] = str(REPO / "src")
@@ -512,7 +517,8 @@ def compare(
 
 def perf_tests(s: Settings, rf: int) -> dict[str, Test]:
     tests: dict[str, Test] = {}
-    ackses = ("1", "all") if rf == 1 else ("all",)
+    # --quick: acks=all only, the Java producer's default.
+    ackses = ("1", "all") if rf == 1 and not s.quick else ("all",)
     for size, single_records in s.sizes.items():
         records = single_records if rf == 1 else s.cluster_records * (10 if size < 1024 else 1)
         for acks in ackses:
@@ -594,7 +600,7 @@ def bench_creations(loops: list[str | None], s: Settings, results: list[Result])
     by_name = {r.name: r for r in results}
     kinds = [("kafka", None), *(("moldau", loop) for loop in loops)]
     for n in s.creations:
-        for key, create in creation_shapes(n):
+        for key, create in creation_shapes(n)[: 1 if s.quick else 2]:
             for kind, loop in kinds:
                 with ExitStack() as stack:
                     server, _ = start(stack, kind, loop, 1, s)
@@ -736,7 +742,10 @@ def loadavg() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, under a minute")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="100,000 records, acks=all only, 1,000 partitions in one topic, one broker each",
+    )  # fmt: skip
     parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
     parser.add_argument("--records", type=int, help="records of 100 B per produce run "
                         "(1 KiB runs take a quarter as many)")  # fmt: skip
