@@ -83,6 +83,7 @@ def test_it_accepts_connections_soon_after_start(tmp_path: Path) -> None:
         (["--port", "9999", "--override", "listeners=PLAINTEXT://:9092"], "--port 9999"),
         (["--metrics-port", "9999", "--override", "metrics.port=0"], "--metrics-port 9999"),
         (["--log-level", "LOUD"], "--log-level"),
+        (["--override", "event.loop=tokio"], "event.loop"),
     ],
 )
 def test_user_mistakes_are_one_line_and_a_non_zero_exit(
@@ -164,3 +165,30 @@ def test_brokers_3_is_a_replicated_cluster_in_one_process(tmp_path: Path) -> Non
         proc.stdout.close()
     result = serve("--data-dir", str(data), "--port", "0")
     assert result.returncode != 0 and "--brokers" in result.stderr
+
+
+def test_event_loop_uvloop_serves_produce_and_fetches_of_every_size(tmp_path: Path) -> None:
+    """event.loop=uvloop: the broker runs on uvloop, whose transports are not
+    asyncio.Transport subclasses and which has no loop.sendfile, so fetches of slices
+    past the sendfile threshold go out read with pread; every record comes back."""
+    pytest.importorskip("uvloop")
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    values = [b"%06d" % i + bytes(1018) for i in range(2000)]  # 2 MB, one partition
+    with BrokerProcess(tmp_path / "data", {"event.loop": "uvloop"}) as b:
+        producer = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        for v in values:
+            producer.produce("t", v, partition=0)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g",
+                             "fetch.max.bytes": 4_000_000})  # fmt: skip
+        consumer.assign([TopicPartition("t", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 1):
+                assert m.error() is None
+                got.append(m.value())
+        consumer.close()
+    assert got == values
+    assert "event loop: uvloop" in b.log_path.read_text()

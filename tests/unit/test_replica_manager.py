@@ -92,6 +92,21 @@ def test_a_failed_directory_takes_only_its_partitions_offline(tmp_path: Path) ->
     logs.shutdown()
 
 
+def test_a_directory_failing_after_a_log_was_created_in_it_leaves_the_others_synced(
+    tmp_path: Path,
+) -> None:
+    # A LeaderAndIsr creates logs in both directories, then one fails (out of file
+    # descriptors, say) before the new logs are synced: the sync skips it.
+    logs = LogManager([tmp_path / "one", tmp_path / "two"], FakeClock(), 1)
+    logs.startup(lambda _: LogConfig(), "cluster")
+    a0, a1 = (logs.get_or_create_log(tp, LogConfig()) for tp in (A0, A1))
+    assert a0.log_dir != a1.log_dir
+    logs.failure_channel.fail(a0.log_dir, "a test", OSError(errno.EMFILE, "Too many open files"))
+    logs.sync_created_logs()
+    assert not logs.failure_channel.is_offline(a1.log_dir)
+    logs.shutdown()
+
+
 def test_a_log_of_a_deleted_topic_of_the_same_name_is_set_aside(tmp_path: Path) -> None:
     # Topic "a" (id OLD) led in epoch 5 has records; its StopReplica never came. The
     # controller now names this broker leader of a new topic "a" (id NEW, epoch 0).

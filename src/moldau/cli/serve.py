@@ -190,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
     from moldau.config.broker import BrokerConfig
     from moldau.metadata.store import StoreError
     from moldau.protocol.errors import KafkaError
+    from moldau.server.event_loop import loop_factory
 
     logging.basicConfig(
         level=args.log_level,
@@ -199,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         props = broker_properties(args)
         configs = [BrokerConfig(p) for p in cluster_properties(props, args.brokers)]
-        return asyncio.run(_serve(configs))
+        with asyncio.Runner(loop_factory=loop_factory(configs[0]["event.loop"])) as runner:
+            return runner.run(_serve(configs))
     except (KafkaError, StoreError) as e:
         raise CliError(str(e)) from None
     except OSError as e:

@@ -204,6 +204,10 @@ BROKER_CONFIG = ConfigDef(
                   "Maximum connections the broker accepts.", at_least(0)),
         ConfigKey("queued.max.request.bytes", T.LONG, -1, I.MEDIUM,
                   "Bytes of requests queued per connection before reading pauses (-1: 100 MiB)."),
+        ConfigKey("event.loop", T.STRING, "asyncio", I.LOW,
+                  "The process's event loop (Moldau's own; with --brokers N one for all): "
+                  "asyncio (the standard library's), uvloop (needs the uvloop package), or "
+                  "auto (uvloop when installed).", one_of("auto", "asyncio", "uvloop")),
         ConfigKey("metrics.port", T.INT, None, I.MEDIUM,
                   "Port of the Prometheus endpoint (/metrics) on the first listener's host; "
                   "unset: no endpoint. 0 picks a free port.", at_least(0)),

@@ -103,7 +103,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are Transports without subclassing asyncio.Transport.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self.client = ClientInfo(str(peer[0]), int(peer[1]), self.server.listener_name)
@@ -304,6 +305,10 @@ class SocketServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.use_sendfile and type(loop).sendfile is asyncio.AbstractEventLoop.sendfile:
+            # uvloop has no loop.sendfile: its fetches read the slices with pread.
+            log.info("event loop %s has no sendfile: fetches use pread", type(loop).__name__)
+            self.use_sendfile = False
         self._server = await loop.create_server(
             self._accept, self.host or None, self.port, reuse_address=True, backlog=1024
         )

@@ -374,6 +374,10 @@ class LogManager:
         fsync per log dir for a whole LeaderAndIsr, not one per partition."""
         dirs, self._unsynced_dirs = self._unsynced_dirs, set()
         for log_dir in sorted(dirs):
+            if self.failure_channel.is_offline(log_dir):
+                # Failed since a log was created in it (later in the same LeaderAndIsr):
+                # io_or_offline cannot skip its body, and nothing there is served now.
+                continue
             with self.io_or_offline(log_dir, "syncing new logs in"):
                 fsync_dir(log_dir)
 

@@ -25,6 +25,7 @@ from moldau.metadata.embedded import EmbeddedSession
 from moldau.metadata.store import NoNodeError
 from moldau.metadata.znodes import CONTROLLER, decode_controller
 from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
+from moldau.server.event_loop import loop_factory
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ class LocalCluster:
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> LocalCluster:
-        loop = self._loop = asyncio.new_event_loop()
+        loop = self._loop = loop_factory(BrokerConfig(self.overrides)["event.loop"])()
         self._thread = threading.Thread(
             target=loop.run_forever, name="moldau-local-cluster", daemon=True
         )
