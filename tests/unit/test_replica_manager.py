@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import uuid
+from functools import partial
 from pathlib import Path
 
 from moldau.clock import FakeClock
@@ -19,7 +20,7 @@ from moldau.replication.partition import FetchIsolation
 from moldau.replication.purgatory import ManualTimer
 from moldau.replication.replica_manager import FetchParams, FetchPartitionRead, ReplicaManager
 from moldau.storage.log_config import LogConfig
-from moldau.storage.log_manager import LogManager
+from moldau.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from moldau.storage.partition_name import TopicPartition
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -105,6 +106,23 @@ def test_a_directory_failing_after_a_log_was_created_in_it_leaves_the_others_syn
     logs.sync_created_logs()
     assert not logs.failure_channel.is_offline(a1.log_dir)
     logs.shutdown()
+
+
+def test_work_in_a_directory_already_offline_is_skipped_not_an_error(tmp_path: Path) -> None:
+    # Checkpoints, deleted logs' removal and the shutdown marker all go through
+    # io_or_offline; on a directory that failed earlier each failed the caller with
+    # "generator didn't yield" instead of leaving that directory alone.
+    logs = LogManager([tmp_path / "one", tmp_path / "two"], FakeClock(), 1)
+    logs.startup(lambda _: LogConfig(), "cluster")
+    a0, a1 = (logs.get_or_create_log(tp, LogConfig()) for tp in (A0, A1))
+    logs.failure_channel.fail(a0.log_dir, "a test", OSError(errno.EIO, "Input/output error"))
+    ran: list[Path] = []
+    for d in (a0.log_dir, a1.log_dir):
+        logs.io_or_offline(d, "a test", partial(ran.append, d))
+    assert ran == [a1.log_dir]
+    logs.shutdown()
+    assert (a1.log_dir / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (a0.log_dir / CLEAN_SHUTDOWN_FILE).exists()
 
 
 def test_a_log_of_a_deleted_topic_of_the_same_name_is_set_aside(tmp_path: Path) -> None:

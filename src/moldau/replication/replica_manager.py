@@ -8,6 +8,7 @@ import logging
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from uuid import UUID
 
@@ -233,8 +234,11 @@ class ReplicaManager:
 
     def _write_high_watermarks(self, by_dir: HighWatermarks) -> None:
         for d, hws in by_dir.items():
-            with self.log_manager.io_or_offline(d, "writing the high watermark checkpoint"):
-                OffsetCheckpointFile(d / HW_CHECKPOINT).write(hws)
+            self.log_manager.io_or_offline(
+                d,
+                "writing the high watermark checkpoint",
+                partial(OffsetCheckpointFile(d / HW_CHECKPOINT).write, hws),
+            )
 
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """Take the partitions of an offline log directory offline (Kafka's

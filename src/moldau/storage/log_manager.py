@@ -19,8 +19,9 @@ import logging
 import os
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from uuid import UUID
 
@@ -109,12 +110,15 @@ class LogManager:
         except OSError as e:
             raise self.failure_channel.fail(log_dir, action, e) from e
 
-    @contextlib.contextmanager
-    def io_or_offline(self, log_dir: Path, action: str) -> Iterator[None]:
-        """As `io`, for work whose failure only takes the directory offline (which is
-        logged with its cause) while the caller goes on with the other directories."""
+    def io_or_offline(self, log_dir: Path, action: str, work: Callable[[], object]) -> None:
+        """Runs `work` as `io` would, for work whose failure only takes the directory
+        offline (which is logged with its cause) while the caller goes on with the other
+        directories. On a directory already offline it does nothing (a context manager
+        could not skip its body: it failed with "generator didn't yield")."""
+        if self.failure_channel.is_offline(log_dir):
+            return
         with contextlib.suppress(KafkaStorageError), self.io(log_dir, action):
-            yield
+            work()
 
     def startup(
         self,
@@ -279,8 +283,9 @@ class LogManager:
                 log.error("shutdown: %s", e)
         if at_once:
             for log_dir in self.live_log_dirs:
-                with self.io_or_offline(log_dir, "syncing the logs at shutdown"):
-                    sync_filesystem(log_dir)
+                self.io_or_offline(
+                    log_dir, "syncing the logs at shutdown", partial(sync_filesystem, log_dir)
+                )
             for tp, lg in self.logs.items():
                 if not self.failure_channel.is_offline(self._dir_of[tp]):
                     lg.synced()
@@ -289,11 +294,13 @@ class LogManager:
         self.checkpoint()
         for _, path, lg in self._doomed_dirs:
             lg.close_handlers()
-            with self.io_or_offline(path.parent, "removing a deleted log"):
-                remove_log_dir(path)
+            self.io_or_offline(path.parent, "removing a deleted log", partial(remove_log_dir, path))
         for log_dir in self.live_log_dirs:
-            with self.io_or_offline(log_dir, "writing the clean shutdown marker"):
-                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            self.io_or_offline(
+                log_dir,
+                "writing the clean shutdown marker",
+                partial(write_atomically, log_dir / CLEAN_SHUTDOWN_FILE, b""),
+            )
 
     def halt(self) -> None:
         """Close every file as a killed process leaves them: no flush, checkpoint or
@@ -374,12 +381,8 @@ class LogManager:
         fsync per log dir for a whole LeaderAndIsr, not one per partition."""
         dirs, self._unsynced_dirs = self._unsynced_dirs, set()
         for log_dir in sorted(dirs):
-            if self.failure_channel.is_offline(log_dir):
-                # Failed since a log was created in it (later in the same LeaderAndIsr):
-                # io_or_offline cannot skip its body, and nothing there is served now.
-                continue
-            with self.io_or_offline(log_dir, "syncing new logs in"):
-                fsync_dir(log_dir)
+            # A dir that failed since a log was created in it is skipped.
+            self.io_or_offline(log_dir, "syncing new logs in", partial(fsync_dir, log_dir))
 
     def _next_log_dir(self, tp: TopicPartition) -> Path:
         """The live log dir holding the fewest partitions, as Kafka picks."""
@@ -458,8 +461,9 @@ class LogManager:
         for due, path, lg in self._doomed_dirs:
             if due <= now:
                 lg.close_handlers()
-                with self.io_or_offline(path.parent, "removing a deleted log"):
-                    remove_log_dir(path)
+                self.io_or_offline(
+                    path.parent, "removing a deleted log", partial(remove_log_dir, path)
+                )
             else:
                 keep.append((due, path, lg))
         self._doomed_dirs = keep
@@ -512,7 +516,19 @@ class LogManager:
                 # Offline (logged there) or deleted meanwhile: nothing to write.
                 with contextlib.suppress(KafkaError):
                     lg.write_topic_id()
-            with self.io_or_offline(d, "writing checkpoints"):
-                OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(recovery)
-                OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(starts)
-                OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(cleaned)
+            self.io_or_offline(
+                d,
+                "writing checkpoints",
+                partial(_write_offset_checkpoints, d, recovery, starts, cleaned),
+            )
+
+
+def _write_offset_checkpoints(
+    log_dir: Path,
+    recovery: Mapping[TopicPartition, int],
+    starts: Mapping[TopicPartition, int],
+    cleaned: Mapping[TopicPartition, int],
+) -> None:
+    OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(recovery)
+    OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+    OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(cleaned)
