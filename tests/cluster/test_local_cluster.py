@@ -49,7 +49,7 @@ def test_acks_all_writes_survive_kills_and_controlled_shutdowns(
 ) -> None:
     """Under idempotent acks=all load: kill the controller's broker (leader of
     partition 0), bring it back, then stop a leader cleanly: nothing acknowledged
-    is lost or duplicated, the controlled shutdown leaves no ack gap of a second,
+    is lost or duplicated, the controlled shutdown leaves no ack gap near a session timeout,
     and a preferred election gives the leaders back."""
     cluster = local_cluster
     create_led_by_1_and_2(cluster, topic_name)
@@ -70,7 +70,11 @@ def test_acks_all_writes_survive_kills_and_controlled_shutdowns(
         after = sorted(t for t in load.acked_at.values() if t > stopped_at - 1)
         longest = max(b - a for a, b in itertools.pairwise(after))
         print(f"longest wait between acks around the controlled shutdown: {longest:.3f} s")
-        assert longest < 1.0
+        # Leadership moved before the broker went: what is left is the client's metadata
+        # refresh and reconnect backoff (0.05-0.7 s here, 1.8 s once in a CI run), far
+        # below what a leader lost without a controlled shutdown costs (the session
+        # timeout, 18 s).
+        assert longest < 3.0
         cluster.restart(leader)
         assert wait_for(lambda: isrs_full(cluster.bootstrap, topic_name), 30)
         assert load.grows()

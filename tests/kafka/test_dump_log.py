@@ -8,11 +8,14 @@ import os
 import re
 import time
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.testing.process import BrokerProcess
 from tests.kafka.tools import tool
+
+pytestmark = pytest.mark.java
 
 DUMP_LOG = "kafka.tools.DumpLogSegments"
 

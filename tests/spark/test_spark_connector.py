@@ -19,6 +19,7 @@ from tests.spark.test_write import consume_all
 
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.java,
     pytest.mark.skipif(
         kafka_java.java_unavailable() is not None,
         reason=f"Spark's Kafka connector needs Maven: {kafka_java.java_unavailable()}",

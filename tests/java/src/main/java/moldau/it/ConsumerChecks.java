@@ -222,9 +222,39 @@ public final class ConsumerChecks {
         return p;
     }
 
+    /**
+     * What the group's coordinator says of it, for a failed wait's message: a group that
+     * never forms shows here whether a coordinator answers and who it counts as members.
+     */
+    static String groupAsTheBrokerSees(Member m) {
+        String bootstrap = m.props.getProperty(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
+        String group = m.props.getProperty(ConsumerConfig.GROUP_ID_CONFIG);
+        try (Admin admin = AdminChecks.admin(bootstrap)) {
+            return admin.describeConsumerGroups(List.of(group)).all().get(10, TimeUnit.SECONDS).toString();
+        } catch (Exception e) {
+            return "describeConsumerGroups(" + group + ") failed: " + e;
+        }
+    }
+
+    /** `wait`, and on a timeout the same failure with the group as its coordinator sees it. */
+    static void awaitGroup(List<Member> members, CheckedRunnable wait) throws InterruptedException {
+        try {
+            wait.run();
+        } catch (AssertionError e) {
+            // The message's members are as they were when the wait began; add them now.
+            throw new AssertionError(e.getMessage() + "; members at the timeout: " + members
+                    + "; the coordinator's view: " + groupAsTheBrokerSees(members.get(0)), e.getCause());
+        }
+    }
+
+    @FunctionalInterface
+    interface CheckedRunnable {
+        void run() throws InterruptedException;
+    }
+
     /** Waits until the members' assignments are exactly these, and returns nothing else. */
     static void awaitAssignments(List<Member> members, List<Set<TopicPartition>> expected) throws InterruptedException {
-        eventually(() -> {
+        awaitGroup(members, () -> eventually(() -> {
             for (Member m : members) {
                 if (m.failure.get() != null) {
                     throw new AssertionError(m.name + " failed", m.failure.get());
@@ -236,12 +266,12 @@ public final class ConsumerChecks {
                 }
             }
             return true;
-        }, "assignments " + expected + "; members: " + members);
+        }, "assignments " + expected + "; members: " + members));
     }
 
     /** Waits until the members together hold every partition once, each `per` of them. */
     static void awaitBalanced(List<Member> members, String topic, int partitions, int per) throws InterruptedException {
-        eventually(() -> {
+        awaitGroup(members, () -> eventually(() -> {
             Set<TopicPartition> all = new HashSet<>();
             int total = 0;
             for (Member m : members) {
@@ -255,7 +285,7 @@ public final class ConsumerChecks {
                 total += m.assignment.size();
             }
             return total == partitions && all.size() == partitions;
-        }, per + " partitions each; members: " + members);
+        }, per + " partitions each; members: " + members));
     }
 
     // --- assignors and rebalances ---
