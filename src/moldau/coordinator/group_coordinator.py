@@ -365,6 +365,11 @@ class GroupCoordinator:
             group.new_member_added = True
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            # A member that was pending may be the last one the rebalance waits for
+            # (Kafka checks the join purgatory after every JoinGroup); else it would end
+            # only at the rebalance timeout.
+            self.join_purgatory.check_and_complete(group.group_id)
         return await future
 
     async def _update_member_and_rebalance(
