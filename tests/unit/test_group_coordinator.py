@@ -311,3 +311,50 @@ def test_a_rebalance_completes_when_its_last_pending_member_joins(tmp_path: Path
         await gc.close()
 
     asyncio.run(run())
+
+
+def test_a_load_of_an_earlier_leadership_neither_installs_nor_ends_the_current_one(
+    tmp_path: Path,
+) -> None:
+    """An offsets partition led here, then elsewhere, then here again while the first
+    load still reads: the first load's groups (read before the others' commits) are
+    not installed, and the partition stays loading until the second load is done."""
+
+    async def run() -> None:
+        gc, _ = await _coordinator(tmp_path)
+        p = gc.partition_for("g")
+        tp = TopicPartition(CONSUMER_OFFSETS, p)
+        first_read, second_read = asyncio.Event(), asyncio.Event()
+        reads: list[int] = []
+
+        def offsets(n: int) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+            return {"g": {TopicPartition("t", 0): OffsetAndMetadata(n, -1, "", 0)}}
+
+        async def read_groups(partition: int) -> tuple[object, dict[str, object]]:
+            reads.append(partition)
+            if len(reads) == 1:
+                await first_read.wait()
+                return offsets(5), {}  # what the log held before the other leader's commits
+            await second_read.wait()
+            return offsets(9), {}
+
+        gc.metadata_manager.read_groups = read_groups  # type: ignore[method-assign,assignment]
+        gc._on_leadership_change(tp, False)
+        gc._on_leadership_change(tp, True)  # load 1 starts
+        await asyncio.sleep(0)
+        gc._on_leadership_change(tp, False)  # led elsewhere: commits offset 9 there
+        gc._on_leadership_change(tp, True)  # load 2 starts
+        await asyncio.sleep(0)
+        first_read.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert "g" not in gc.groups, "the first load installed what it read"
+        assert p in gc.loading, "the first load ended the second's loading"
+        second_read.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert p not in gc.loading
+        assert gc.groups["g"].offsets[TopicPartition("t", 0)].offset == 9
+        await gc.close()
+
+    asyncio.run(run())

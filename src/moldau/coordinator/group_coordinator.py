@@ -130,6 +130,11 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()
         self.loading: set[int] = set()
+        # Per offsets partition, how many times its leadership changed here: a load
+        # acts only while the leadership it was started for is the current one (leader,
+        # follower and leader again overlap two loads; the first must neither install
+        # what it read before the second began nor end the second's "loading").
+        self._leadership_changes: dict[int, int] = {}
         self.join_purgatory: DelayedOperationPurgatory[str, DelayedJoin] = (
             DelayedOperationPurgatory("Rebalance", timer)
         )
@@ -159,10 +164,12 @@ class GroupCoordinator:
     def _on_leadership_change(self, tp: TopicPartition, is_leader: bool) -> None:
         if tp.topic != CONSUMER_OFFSETS:
             return
+        count = self._leadership_changes.get(tp.partition, 0) + 1
+        self._leadership_changes[tp.partition] = count
         if is_leader:
             self.owned.add(tp.partition)
             self.loading.add(tp.partition)
-            self._tasks.spawn(self._load(tp.partition), f"load-{tp.partition}")
+            self._tasks.spawn(self._load(tp.partition, count), f"load-{tp.partition}")
         else:
             self.owned.discard(tp.partition)
             self.loading.discard(tp.partition)
@@ -182,11 +189,14 @@ class GroupCoordinator:
         group.transition_to(GroupState.DEAD, self._now())
         self.groups.pop(group.group_id, None)
 
-    async def _load(self, partition: int) -> None:
-        """Rebuild the groups of one offsets partition from its log."""
+    async def _load(self, partition: int, leadership: int) -> None:
+        """Rebuild the groups of one offsets partition from its log, for the leadership
+        that began with its `leadership`th change here."""
         try:
-            await self._load_groups(partition)
+            await self._load_groups(partition, leadership)
         except KafkaError as e:
+            if self._leadership_changes.get(partition) != leadership:
+                return  # superseded: the current leadership's load decides
             # Its log is unreadable (a failed log directory) or gone: this broker must
             # not answer for these groups as if they were empty, so it stops owning
             # the partition and clients look for the coordinator again.
@@ -194,12 +204,13 @@ class GroupCoordinator:
             self._on_leadership_change(TopicPartition(CONSUMER_OFFSETS, partition), False)
         finally:
             # Even a load that failed must not leave the partition "loading" for good.
-            self.loading.discard(partition)
+            if self._leadership_changes.get(partition) == leadership:
+                self.loading.discard(partition)
 
-    async def _load_groups(self, partition: int) -> None:
+    async def _load_groups(self, partition: int, leadership: int) -> None:
         offsets, metadata = await self.metadata_manager.read_groups(partition)
-        if partition not in self.owned:
-            return
+        if self._leadership_changes.get(partition) != leadership:
+            return  # led elsewhere meanwhile, or again here: that leadership's load counts
         loaded = 0
         for group_id in set(offsets) | set(metadata):
             value = metadata.get(group_id)
