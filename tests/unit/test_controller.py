@@ -863,3 +863,22 @@ def test_requests_waiting_for_a_broker_are_dropped_when_the_controller_resigns(
         assert c.since(mark, 3)  # what the new epoch sends it does arrive
 
     run(tmp_path, 3, body)
+
+
+def test_alter_partition_that_finds_a_newer_controller_answers_not_controller(
+    tmp_path: Path,
+) -> None:
+    """The ISR write meets a state znode of a newer controller epoch: this controller
+    resigns, and the leader is told NOT_CONTROLLER for its whole request (as Kafka), so
+    it sends it to the new controller. It was told UNKNOWN_SERVER_ERROR per partition."""
+
+    async def body(c: Cluster) -> None:
+        await c.create_topic("t", {0: [1, 2, 3]})
+        active = c.active()
+        before = (await c.state("t", 0)).leader_and_isr
+        epoch = active.ctx.live_brokers[1].epoch
+        await write_state_behind_the_controller(c, "t", 0, isr=(1, 2, 3), controller_epoch=2)
+        item = AlterPartitionItem("t", 0, before.leader_epoch, (1, 2), before.partition_epoch)
+        assert await active.alter_partition(1, epoch, (item,)) == (ErrorCode.not_controller, ())
+
+    run(tmp_path, 3, body)

@@ -706,6 +706,12 @@ class Controller:
                 results.append(result)
                 if result.error_code == ErrorCode.none:
                     updated.append(tp)
+        except ControllerMovedError:
+            # As Kafka: the whole request is NOT_CONTROLLER, and the leader sends it to
+            # the new controller (what was written so far is in the znodes it reads).
+            if not event.answer.done():
+                event.answer.set_result((ErrorCode.not_controller, ()))
+            raise
         finally:
             if updated:
                 self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, updated)
