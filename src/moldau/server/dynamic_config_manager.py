@@ -13,7 +13,7 @@ from typing import Any
 
 from moldau.config.topic import BrokerDefaults, log_config, resolve
 from moldau.metadata.client import MetadataClient
-from moldau.metadata.store import WatchedEvent
+from moldau.metadata.store import StoreError, WatchedEvent
 from moldau.metadata.znodes import CONFIG_CHANGE_PREFIX
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
@@ -24,9 +24,14 @@ log = logging.getLogger(__name__)
 
 class DynamicConfigManager:
     def __init__(
-        self, client: MetadataClient, broker: BrokerDefaults, log_manager: LogManager
+        self,
+        client: MetadataClient,
+        broker: BrokerDefaults,
+        log_manager: LogManager,
+        retry_backoff_s: float = 1.0,
     ) -> None:
         self.client = client
+        self.retry_backoff_s = retry_backoff_s
         self.broker = broker
         self.log_manager = log_manager
         self.overrides: dict[str, dict[str, str]] = {}
@@ -93,21 +98,38 @@ class DynamicConfigManager:
         self._changes.set()
 
     async def _watch_changes(self) -> None:
+        backoff = self.retry_backoff_s
         while True:
             self._changes.clear()
-            names = await self.client.get_config_changes(self._on_change)
-            for name in sorted(names, key=_seq):
-                seq = _seq(name)
-                if seq <= self._last_change:
-                    continue
-                entity = await self.client.get_config_change(name)
-                self._last_change = seq
-                if entity is not None and entity.startswith("topics/"):
-                    await self._apply(entity.split("/", 1)[1])
-                elif entity is not None and entity.startswith("brokers/"):
-                    for listener in self.broker_listeners:
-                        await listener(entity.split("/", 1)[1])
+            try:
+                await self._process_changes()
+            except StoreError as e:
+                # The store is out of reach for longer than its client retries (or the
+                # session ended): the watch may not be set, so read again after a
+                # pause rather than end, which left the broker deaf to config changes
+                # until a restart.
+                log.warning("config change notifications unread (%s); retrying in %.1f s",
+                            e, backoff)  # fmt: skip
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10 * self.retry_backoff_s)
+                continue
+            backoff = self.retry_backoff_s
             await self._changes.wait()
+
+    async def _process_changes(self) -> None:
+        names = await self.client.get_config_changes(self._on_change)
+        for name in sorted(names, key=_seq):
+            seq = _seq(name)
+            if seq <= self._last_change:
+                continue
+            entity = await self.client.get_config_change(name)
+            if entity is not None and entity.startswith("topics/"):
+                await self._apply(entity.split("/", 1)[1])
+            elif entity is not None and entity.startswith("brokers/"):
+                for listener in self.broker_listeners:
+                    await listener(entity.split("/", 1)[1])
+            # Only once applied: a change whose reading failed is read again.
+            self._last_change = seq
 
     async def _apply(self, topic: str) -> None:
         await self.load([topic])
