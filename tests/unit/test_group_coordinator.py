@@ -4,6 +4,7 @@ ReplicaManager, timers advanced by hand."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from pathlib import Path
 
 from moldau.clock import FakeClock
@@ -21,7 +22,7 @@ from moldau.coordinator.records import (
 )
 from moldau.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.records import build_batch, iter_records, rebuild_batch
+from moldau.protocol.records import build_batch, compute_crc, iter_records, rebuild_batch
 from moldau.replication.purgatory import ManualTimer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
@@ -355,6 +356,39 @@ def test_a_load_of_an_earlier_leadership_neither_installs_nor_ends_the_current_o
             await asyncio.sleep(0)
         assert p not in gc.loading
         assert gc.groups["g"].offsets[TopicPartition("t", 0)].offset == 9
+        await gc.close()
+
+    asyncio.run(run())
+
+
+def test_the_load_skips_transaction_markers(tmp_path: Path) -> None:
+    """A transaction's commit marker (a control batch, written to __consumer_offsets
+    when a transaction committed offsets) is not a group record: its key is a control
+    key, which read as an offset key broke the load. It is passed over, as Kafka's
+    loader does (and step 9 will act on it)."""
+
+    async def run() -> None:
+        marker = bytearray(
+            build_batch(
+                [(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")],  # COMMIT, epoch 0
+                base_offset=1,
+                producer_id=7,
+                producer_epoch=0,
+                partition_leader_epoch=0,
+            )
+        )
+        attributes = struct.unpack_from(">h", marker, 21)[0] | 0x10 | 0x20  # txn, control
+        struct.pack_into(">h", marker, 21, attributes)
+        struct.pack_into(">I", marker, 17, compute_crc(marker))
+        batches = [
+            build_batch([_commit("g", 5)], base_offset=0, partition_leader_epoch=0),
+            bytes(marker),
+            build_batch([_commit("g", 6)], base_offset=2, partition_leader_epoch=0),
+        ]
+        gc = await _fail_over_to_broker_1(tmp_path, batches, leader_hw=3)
+        error, committed = gc.fetch_offsets("g", [T0])
+        assert error == ErrorCode.none
+        assert committed[T0] is not None and committed[T0].offset == 6
         await gc.close()
 
     asyncio.run(run())

@@ -194,13 +194,15 @@ class GroupCoordinator:
         that began with its `leadership`th change here."""
         try:
             await self._load_groups(partition, leadership)
-        except KafkaError as e:
+        except Exception as e:
             if self._leadership_changes.get(partition) != leadership:
                 return  # superseded: the current leadership's load decides
-            # Its log is unreadable (a failed log directory) or gone: this broker must
-            # not answer for these groups as if they were empty, so it stops owning
-            # the partition and clients look for the coordinator again.
-            log.error("cannot load the groups of %s-%d: %s", CONSUMER_OFFSETS, partition, e)
+            # Its log is unreadable (a failed log directory), gone, or holds what this
+            # broker cannot read: it must not answer for these groups as if they were
+            # empty (their consumers would reset), so it stops owning the partition
+            # and clients look for the coordinator again.
+            log.error("cannot load the groups of %s-%d: %s", CONSUMER_OFFSETS, partition, e,
+                      exc_info=not isinstance(e, KafkaError))  # fmt: skip
             self._on_leadership_change(TopicPartition(CONSUMER_OFFSETS, partition), False)
         finally:
             # Even a load that failed must not leave the partition "loading" for good.

@@ -94,7 +94,13 @@ class GroupMetadataManager:
                 # The batch's offsets, not its last record's: the cleaner may have
                 # removed the records at its end, and the next read must not start
                 # inside it again (Kafka's currOffset = batch.nextOffset).
-                position = BatchHeader.parse(batch).last_offset + 1
+                header = BatchHeader.parse(batch)
+                position = header.last_offset + 1
+                if header.is_control:
+                    # A transaction's marker: its key is a control key, not a group
+                    # record's (Kafka's loader acts on it for pending transactional
+                    # offsets; until transactions exist there are none to act on).
+                    continue
                 for record in iter_records(batch):
                     if record.key is None:
                         continue
