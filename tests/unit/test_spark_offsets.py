@@ -44,7 +44,15 @@ def test_options_are_case_insensitive_and_kafka_options_go_to_the_client() -> No
     )
     assert o.subscription.topics == ("a", "b")
     assert o.starting == OffsetSpec("earliest")
-    assert o.client_config == {"bootstrap.servers": "h:1", "client.id": "x"}
+    assert o.client_config == {"log_level": "4", "bootstrap.servers": "h:1", "client.id": "x"}
+
+
+def test_the_clients_log_warnings_not_info_unless_asked() -> None:
+    """librdkafka's info lines on stderr read as trouble to a Spark user."""
+    quiet = parse_read_options({**B, "subscribe": "a"}, streaming=False)
+    assert quiet.client_config["log_level"] == "4"
+    chatty = parse_read_options({**B, "subscribe": "a", "kafka.log_level": "7"}, streaming=False)
+    assert chatty.client_config["log_level"] == "7"
 
 
 def test_defaults_are_sparks() -> None:

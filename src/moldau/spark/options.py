@@ -145,8 +145,16 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in options.items() if v is not None}
 
 
+#: librdkafka writes its informational lines (level 6) straight to stderr, where a
+#: Spark user reads them as trouble ("Purging 1 unserved events..."). Warnings and
+#: errors still show, as with Spark's own default log level; `kafka.log_level`
+#: overrides it.
+_CLIENT_LOG_LEVEL = "4"
+
+
 def _client_config(opts: Mapping[str, str], refused: Mapping[str, str]) -> dict[str, str]:
-    config = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
+    config = {"log_level": _CLIENT_LOG_LEVEL}
+    config.update((k[len("kafka.") :], v) for k, v in opts.items() if k.startswith("kafka."))
     for key in config:
         if key in refused:
             raise InvalidOptionError(f"Kafka option 'kafka.{key}' is not supported: {refused[key]}")
