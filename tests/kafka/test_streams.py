@@ -15,9 +15,17 @@ guarantee promises a user, and so what these tests hold Moldau to:
   occurrences produced after the last settled point. Anything lower is lost data; anything
   higher means offsets or the changelog went back further than Streams committed.
 
-The restarted instance gets a fresh state directory, so its store can only come from the
-changelog topic. Streams also deletes (DeleteRecords) what it committed of its repartition
-topic, which it creates with retention.ms=-1: without that the topic would grow for ever.
+With processing.guarantee=exactly_once_v2 each commit writes the counts, the changelog
+and the consumed offsets in one transaction: after a kill -9 and a restart, the output
+read with read_committed holds exactly the truth, and each word's counts only ever go up
+(a count repeated or going back would be output of an aborted or replayed transaction).
+
+At least once, the restarted instance gets a fresh state directory, so its store can only
+come from the changelog topic; exactly once keeps its state directory (and so its
+transactional.id) and still restores from the changelog, since exactly-once keeps no local
+state through a crash. Streams also deletes (DeleteRecords) what it committed of its
+repartition topic, which it creates with retention.ms=-1: without that the topic would grow
+for ever.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from moldau.testing import kafka_java
@@ -64,11 +72,14 @@ PARTITIONS = 3
 class WordCountApp:
     """One run of moldau.it.WordCount: its stdout lines as they come, stderr in a file."""
 
-    def __init__(self, bootstrap: str, app_id: str, topics: tuple[str, str], rf: int) -> None:
+    def __init__(
+        self, bootstrap: str, app_id: str, topics: tuple[str, str], rf: int, guarantee: str
+    ) -> None:
         self.bootstrap = bootstrap
         self.app_id = app_id
         self.topics = topics
         self.rf = rf
+        self.guarantee = guarantee
         self.proc: subprocess.Popen[str] | None = None
         self.reader: threading.Thread | None = None
         self.lines: list[str] = []
@@ -85,6 +96,7 @@ class WordCountApp:
                 *self.topics,
                 str(state_dir),
                 str(self.rf),
+                self.guarantee,
                 stdout=subprocess.PIPE,
                 stderr=err,
             )
@@ -147,7 +159,7 @@ class WordCountApp:
 
 
 @contextmanager
-def word_count_app(bootstrap: str) -> Iterator[WordCountApp]:
+def word_count_app(bootstrap: str, guarantee: str = "at_least_once") -> Iterator[WordCountApp]:
     """A word-count application with topics of its own; RF 3 on the cluster, else the
     broker's default for its internal topics (replication.factor=-1, KIP-464)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -157,7 +169,9 @@ def word_count_app(bootstrap: str) -> Iterator[WordCountApp]:
     topics = (f"lines-{suffix}", f"counts-{suffix}")
     for f in admin.create_topics([NewTopic(t, PARTITIONS, rf) for t in topics]).values():
         f.result(30)
-    wc = WordCountApp(bootstrap, f"wordcount-{suffix}", topics, rf if brokers > 1 else -1)
+    wc = WordCountApp(
+        bootstrap, f"wordcount-{suffix}", topics, rf if brokers > 1 else -1, guarantee
+    )
     try:
         yield wc
     finally:
@@ -345,3 +359,103 @@ def test_counts_are_never_below_the_truth_after_a_kill(app: WordCountApp, tmp_pa
     # of each word than twice the lines at risk) would show here.
     beyond = {w: (counts[w], truth[w]) for w in truth if counts[w] > truth[w] + 2 * bound[w]}
     assert not beyond, f"counted more than at-least-once can re-read: {beyond}"
+
+
+def count_sequences(bootstrap: str, topic: str) -> dict[str, list[int]]:
+    """The output topic read to its end with read_committed (its last stable offset, which
+    librdkafka reports as the partition's end): each word's counts in the order written."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    sequences: dict[str, list[int]] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(at_end) < PARTITIONS:
+            assert time.monotonic() < deadline, f"{topic}: only {sorted(at_end)} read to the end"
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            key, value = msg.key(), msg.value()
+            assert key is not None and value is not None
+            sequences.setdefault(key.decode(), []).append(struct.unpack(">q", value)[0])
+    finally:
+        consumer.close()
+    return sequences
+
+
+def wait_exact(app: WordCountApp, truth: Counter[str], timeout: float = 90) -> None:
+    """Until the committed output's latest counts are the truth, and still are once the
+    application committed the end of its input; never above it on the way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        latest = {w: seq[-1] for w, seq in count_sequences(app.bootstrap, app.topics[1]).items()}
+        above = {w: (latest[w], truth[w]) for w in latest if latest[w] > truth[w]}
+        if above:
+            app.fail(f"counts above the truth (counted twice): {above}")
+        if latest == truth:
+            break
+        if time.monotonic() > deadline:
+            app.fail(f"counts {latest}, truth {dict(truth)}")
+        assert app.proc is not None and app.proc.poll() is None, "WordCount exited"
+        time.sleep(0.5)
+    consumer = Consumer({"bootstrap.servers": app.bootstrap, "group.id": app.app_id})
+    try:
+        ends = end_offsets(consumer, app.topics[0])
+        while [c.offset for c in consumer.committed(ends, timeout=10)] != [e.offset for e in ends]:
+            if time.monotonic() > deadline:
+                app.fail(f"{app.topics[0]}: input not committed to {ends}")
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+    latest = {w: seq[-1] for w, seq in count_sequences(app.bootstrap, app.topics[1]).items()}
+    assert latest == truth
+
+
+def feed(bootstrap: str, topic: str, chunks: list[list[str]]) -> None:
+    """Produces the chunks one every 25 ms (about a second for 40)."""
+    for chunk in chunks:
+        produce(bootstrap, topic, chunk)
+        time.sleep(0.025)
+
+
+def test_exactly_once_v2_counts_are_exact_through_a_kill(bootstrap: str, tmp_path: Path) -> None:
+    with word_count_app(bootstrap, "exactly_once_v2") as app:
+        rng = random.Random(3)
+        lines = make_lines(rng, 500)
+        produce(app.bootstrap, app.topics[0], lines)
+        app.start(tmp_path / "state")
+        wait_exact(app, word_counts(lines))
+
+        # Killed while lines keep coming, so inside a transaction: its output and offsets
+        # are aborted (fenced by the restarted instance, whose producer has the same
+        # transactional.id: same state dir, same process id) and done again.
+        chunks = [make_lines(rng, 20) for _ in range(40)]
+        feeder = threading.Thread(target=feed, args=(app.bootstrap, app.topics[0], chunks))
+        feeder.start()
+        time.sleep(0.6)
+        assert app.stop(signal.SIGKILL) == -signal.SIGKILL
+        feeder.join(30)
+        lines += [line for chunk in chunks for line in chunk]
+
+        app.start(tmp_path / "state")
+        # Exactly-once keeps no local state through a crash: the store is the changelog's.
+        assert app.restored() > 0, app.lines
+        lines += (after_restart := make_lines(rng, 200))
+        produce(app.bootstrap, app.topics[0], after_restart)
+        wait_exact(app, word_counts(lines))
+
+        sequences = count_sequences(app.bootstrap, app.topics[1])
+        not_rising = {w: seq for w, seq in sequences.items() if sorted(set(seq)) != seq}
+        assert not not_rising, f"counts repeated or going back: {not_rising}"

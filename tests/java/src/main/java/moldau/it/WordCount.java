@@ -21,13 +21,15 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
 /**
  * Kafka Streams' word count, a real application run as its own process:
  *
- * <pre>kafka-run-class moldau.it.WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [RF]</pre>
+ * <pre>kafka-run-class moldau.it.WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [RF [GUARANTEE]]</pre>
  *
  * <p>Lines of INPUT are split into words, re-keyed by word (a repartition topic,
  * APPLICATION_ID-counts-repartition) and counted in the state store "counts" (its changelog,
  * APPLICATION_ID-counts-changelog); each new count goes to OUTPUT as word -> 8-byte long.
- * processing.guarantee is at_least_once. RF is the internal topics' replication.factor
- * (default -1: the broker's default.replication.factor).
+ * RF is the internal topics' replication.factor (default -1: the broker's
+ * default.replication.factor); GUARANTEE is processing.guarantee, at_least_once (the default)
+ * or exactly_once_v2 (transactions: each commit writes the output, the changelog and the
+ * consumed offsets in one transaction).
  *
  * <p>It prints one line per event a test waits for: {@code STATE RUNNING} (and every other
  * state change), {@code RESTORED counts N} when the store was rebuilt from its changelog, and
@@ -38,7 +40,7 @@ public final class WordCount {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 5) {
-            System.err.println("usage: WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [RF]");
+            System.err.println("usage: WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [RF [GUARANTEE]]");
             System.exit(2);
         }
         String input = args[2];
@@ -49,7 +51,7 @@ public final class WordCount {
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, args.length > 5 ? args[5] : "-1");
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.length > 6 ? args[6] : StreamsConfig.AT_LEAST_ONCE);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         // Commit (and so emit the cached counts) often: a test waits for them, and a kill
