@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from moldau.coordinator.transaction.state import TransactionMetadata, TxnTransitMetadata
 from moldau.coordinator.transaction.state_manager import (
@@ -112,8 +112,10 @@ class TransactionMarkerChannelManager:
         self._senders: set[int] = set()
         self._append_retries = 0
         self._tasks = TaskOwner("txn-marker-channel")
+        self._closed = False
 
     async def close(self) -> None:
+        self._closed = True
         await self._tasks.close()
         self._queues.clear()
         self.pending.clear()
@@ -242,7 +244,13 @@ class TransactionMarkerChannelManager:
             if self._still_current(pending):
                 self._enqueue(pending, producer_id, producer_epoch, partitions)
 
-        self._tasks.spawn(retry(), f"retry-{pending.transactional_id}")
+        self._spawn(retry(), f"retry-{pending.transactional_id}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        if self._closed:
+            coro.close()  # shutting down: the next coordinator finishes the transaction
+            return
+        self._tasks.spawn(coro, name)
 
     def _wake(self, broker: int) -> None:
         event = self._wakeups.get(broker)
@@ -251,7 +259,7 @@ class TransactionMarkerChannelManager:
         event.set()
         if broker not in self._senders:
             self._senders.add(broker)
-            self._tasks.spawn(self._send_loop(broker, event), f"send-to-{broker}")
+            self._spawn(self._send_loop(broker, event), f"send-to-{broker}")
 
     # -- sending ------------------------------------------------------------------------
 
@@ -337,10 +345,7 @@ class TransactionMarkerChannelManager:
         def written(error: ErrorCode) -> None:
             if error == ErrorCode.coordinator_not_available:
                 # Too few replicas, or a timeout: the metadata stays pending; try again.
-                self._append_retries += 1
-                self._tasks.spawn(
-                    self._retry_append(pending), f"complete-{pending.transactional_id}"
-                )
+                self._spawn(self._retry_append(pending), f"complete-{pending.transactional_id}")
             elif error not in (
                 ErrorCode.none,
                 ErrorCode.not_coordinator,
@@ -355,6 +360,7 @@ class TransactionMarkerChannelManager:
         )  # fmt: skip
 
     async def _retry_append(self, pending: PendingCompleteTxn) -> None:
+        self._append_retries += 1
         try:
             await asyncio.sleep(self.retry_backoff_s)
         finally:

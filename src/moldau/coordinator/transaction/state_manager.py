@@ -183,9 +183,11 @@ class TransactionStateManager:
         self.on_loaded: Callable[[list[PendingCompletion]], None] = _no_completions
         self.on_unloaded: Callable[[int], None] = _no_unload
         self._tasks = TaskOwner("txn-state-manager")
+        self._closed = False
         txn_log.subscribe(self.on_leadership_change)
 
     async def close(self) -> None:
+        self._closed = True
         await self._tasks.close()
         self.loading.clear()
         self.cache.clear()
@@ -214,6 +216,8 @@ class TransactionStateManager:
     # -- leadership, loading ------------------------------------------------------------
 
     def on_leadership_change(self, partition: int, is_leader: bool, coordinator_epoch: int) -> None:
+        if self._closed:
+            return  # shutting down: nothing is served any more
         count = self._leadership_changes.get(partition, 0) + 1
         self._leadership_changes[partition] = count
         # Whatever the previous leadership left (cache, queued markers) goes first.
