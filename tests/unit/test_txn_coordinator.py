@@ -536,3 +536,25 @@ def test_describe_before_start_is_not_available() -> None:
         await c.close()
 
     asyncio.run(main())
+
+
+def test_markers_of_transactions_ending_together_share_a_request() -> None:
+    async def t(c: TransactionCoordinator, txn_log: FakeTxnLog, sender: FakeMarkerSender) -> None:
+        await lead(c, txn_log, "a")
+        await lead(c, txn_log, "b")
+        pa, ea = await init(c, "a")
+        pb, eb = await init(c, "b")
+        await c.handle_add_partitions("a", pa, ea, [TP0])
+        await c.handle_add_partitions("b", pb, eb, [TP1])
+        # An answer the channel cannot use (a bug in a broker) is retried like a lost one.
+        sender.script[1] = [RuntimeError("garbled")]
+        ends = await asyncio.gather(
+            c.handle_end_txn("a", pa, ea, commit=True), c.handle_end_txn("b", pb, eb, commit=False)
+        )
+        assert ends == [E.none, E.none]
+        await completed(c, "a")
+        await completed(c, "b")
+        assert (state_of(c, "a"), state_of(c, "b")) == (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        assert len(sender.sent[0][1]) == 2  # both in the first request
+
+    run(t)

@@ -42,6 +42,19 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
     return partition_for_group(transactional_id, num_partitions)
 
 
+def topic_configs(min_isr: int = 2, segment_bytes: int = 104_857_600) -> dict[str, str]:
+    """The configs __transaction_state is created with (Kafka's transactionTopicConfigs:
+    transaction.state.log.min.isr and .segment.bytes). Compacted, since only each id's
+    last record counts; uncompressed and never unclean, as Kafka enforces."""
+    return {
+        "unclean.leader.election.enable": "false",
+        "compression.type": "uncompressed",
+        "cleanup.policy": "compact",
+        "min.insync.replicas": str(min_isr),
+        "segment.bytes": str(segment_bytes),
+    }
+
+
 def _string(s: str) -> bytes:
     b = s.encode()
     return _I16.pack(len(b)) + b

@@ -280,15 +280,25 @@ class TransactionMarkerChannelManager:
     async def _send(self, broker: int, queued: list[_Queued]) -> None:
         try:
             results = await self.sender.write_txn_markers(broker, [q.marker for q in queued])
+            if len(results) != len(queued):
+                raise ValueError(f"{len(results)} answers to {len(queued)} markers")
         except (ConnectionError, TimeoutError, OSError) as e:
             log.info("WriteTxnMarkers to broker %d failed (%s); retrying", broker, e)
-            for q in queued:
-                if self._still_current(q.pending):
-                    self._retry_later(q.pending, q.marker.producer_id, q.marker.producer_epoch,
-                                      list(q.marker.partitions))  # fmt: skip
+            self._retry_all(queued)
+            return
+        except Exception:
+            # Whatever went wrong, these transactions must not stay prepared for good.
+            log.exception("WriteTxnMarkers to broker %d failed; retrying", broker)
+            self._retry_all(queued)
             return
         for q, errors in zip(queued, results, strict=True):
             self._on_marker_result(q, errors)
+
+    def _retry_all(self, queued: list[_Queued]) -> None:
+        for q in queued:
+            if self._still_current(q.pending):
+                m = q.marker
+                self._retry_later(q.pending, m.producer_id, m.producer_epoch, list(m.partitions))
 
     def _on_marker_result(self, q: _Queued, errors: dict[TopicPartition, ErrorCode]) -> None:
         pending, marker = q.pending, q.marker
