@@ -558,3 +558,21 @@ def test_markers_of_transactions_ending_together_share_a_request() -> None:
         assert len(sender.sent[0][1]) == 2  # both in the first request
 
     run(t)
+
+
+def test_a_request_whose_client_hung_up_still_applies_what_it_wrote() -> None:
+    async def t(c: TransactionCoordinator, txn_log: FakeTxnLog, sender: FakeMarkerSender) -> None:
+        await lead(c, txn_log, "tx")
+        pid, epoch = await init(c)
+        await c.handle_add_partitions("tx", pid, epoch, [TP0])
+        txn_log.hold_acks = asyncio.Event()
+        request = asyncio.create_task(c.handle_end_txn("tx", pid, epoch, commit=True))
+        await asyncio.sleep(0.001)
+        request.cancel()  # the connection closed while PrepareCommit was replicating
+        txn_log.hold_acks.set()
+        # The log says PrepareCommit: the coordinator must go on to the markers.
+        await completed(c)
+        assert state_of(c) == S.COMPLETE_COMMIT
+        assert [m.partitions for _, m in sender.marked()] == [(TP0,)]
+
+    run(t)

@@ -22,10 +22,13 @@ class FakeTxnLog:
     def __init__(self) -> None:
         self.batches: dict[int, list[bytes]] = {}
         self.listeners: list[Callable[[int, bool, int], None]] = []
+        self._acks: set[asyncio.Task[None]] = set()
         # Error codes the next appends fail with, in order.
         self.fail_next: list[ErrorCode] = []
         # While set, loads wait here (a partition that takes long to load).
         self.hold_reads: asyncio.Event | None = None
+        # While set, appends are acknowledged only once it is (a slow ISR).
+        self.hold_acks: asyncio.Event | None = None
 
     def append(
         self, partition: int, batch: bytes, timeout_ms: int, done: Callable[[ErrorCode], None]
@@ -34,7 +37,16 @@ class FakeTxnLog:
         if code == ErrorCode.none:
             self.batches.setdefault(partition, []).append(batch)
         # The ISR acknowledges later, as acks=all does.
-        asyncio.get_running_loop().call_soon(done, code)
+        held = self.hold_acks
+        if held is None:
+            asyncio.get_running_loop().call_soon(done, code)
+        else:
+
+            async def ack() -> None:
+                await held.wait()
+                done(code)
+
+            self._acks.add(asyncio.get_running_loop().create_task(ack()))
 
     async def read_batches(self, partition: int) -> AsyncIterator[Sequence[bytes]]:
         if self.hold_reads is not None:
