@@ -13,7 +13,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
 from moldau.storage.partition_name import TopicPartition
 
-from .txn_fakes import (
+from .test_txn_fakes import (
     FakeMarkerSender,
     FakeTxnLog,
     make_coordinator,

@@ -20,7 +20,7 @@ from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
 
-from .txn_fakes import FakeMarkerSender, FakeProducerIds, offsets_partition_for, until
+from .test_txn_fakes import FakeMarkerSender, FakeProducerIds, offsets_partition_for, until
 
 TP = TopicPartition("orders", 0)
 

@@ -1,5 +1,5 @@
 """In-memory stand-ins for the transaction coordinator's log, marker sender and
-producer ids (tests/unit/test_txn_*.py)."""
+producer ids, shared by tests/unit/test_txn_*.py (no tests of its own)."""
 
 from __future__ import annotations
 
