@@ -9,6 +9,7 @@ from moldau.controller.admin import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE
 from moldau.controller.admin import NewTopic
 from moldau.coordinator.group_coordinator import OffsetCommitEntry
 from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
+from moldau.coordinator.transaction import log as txn_log
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import (
@@ -44,19 +45,16 @@ async def _ensure_offsets_topic(broker: Broker) -> None:
 
 
 async def _ensure_transaction_state_topic(broker: Broker) -> None:
-    """Create __transaction_state on first use, with Kafka's settings for it."""
+    """Create __transaction_state on first use, with Kafka's settings for it; its
+    min.insync.replicas is capped by its replication factor (the embedded broker
+    alone could not write it otherwise)."""
     config = broker.config
     await _ensure_internal_topic(
         broker,
         TRANSACTION_STATE,
         config["transaction.state.log.num.partitions"],
         "transaction.state.log.replication.factor",
-        {
-            "cleanup.policy": "compact",
-            "compression.type": "uncompressed",
-            "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-            "unclean.leader.election.enable": "false",
-        },
+        txn_log.topic_configs(segment_bytes=config["transaction.state.log.segment.bytes"]),
         min_isr=config["transaction.state.log.min.isr"],
     )
 
