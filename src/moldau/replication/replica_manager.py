@@ -96,6 +96,16 @@ class FetchParams:
         return self.replica_id >= 0
 
 
+@dataclass(frozen=True, slots=True)
+class TxnMarkerAppend:
+    """One marker of a WriteTxnMarkers request, for one partition."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+
 @dataclass(slots=True)
 class FetchPartitionRead:
     """One partition of a fetch: what was asked, and what was read."""
@@ -330,6 +340,10 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         return p.high_watermark if p is not None else 0
 
+    def last_stable_offset(self, tp: TopicPartition) -> int:
+        p = self.partitions.get(tp)
+        return p.last_stable_offset if p is not None else 0
+
     # -- control requests ----------------------------------------------------------------
 
     def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
@@ -551,6 +565,46 @@ class ReplicaManager:
         op = DelayedProduce(timeout_ms, status, self, respond)
         self.produce_purgatory.try_complete_else_watch(op, list(status))
 
+    def append_end_txn_markers(
+        self,
+        timeout_ms: int,
+        markers: dict[TopicPartition, TxnMarkerAppend],
+        respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """Write each transaction marker to its partition's log as leader, then wait
+        as acks=all does for the ISR to have it (Kafka's appendRecords with origin
+        COORDINATOR and requiredAcks -1); `respond` gets each partition's error."""
+        results: dict[TopicPartition, ProducePartitionResponse] = {}
+        status: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, marker in markers.items():
+            response = ProducePartitionResponse(tp.partition)
+            results[tp] = response
+            try:
+                partition = self.get_partition_or_error(tp)
+                info = partition.append_end_txn_marker(
+                    marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                    marker.commit,
+                )  # fmt: skip
+            except KafkaError as e:
+                response.error_code = e.code
+                continue
+            response.base_offset = info.first_offset
+            status[tp] = ProducePartitionStatus(info.last_offset + 1, response)
+            # Waiting fetches: a follower's has new data, and the LSO may have moved.
+            self.fetch_purgatory.check_and_complete(tp)
+
+        def errors(responses: dict[TopicPartition, ProducePartitionResponse]) -> None:
+            respond({tp: ErrorCode(r.error_code) for tp, r in responses.items()})
+
+        if not status:
+            errors(results)
+            return
+        for tp, response in results.items():
+            if tp not in status:
+                status[tp] = ProducePartitionStatus(0, response, acks_pending=False)
+        op = DelayedProduce(timeout_ms, status, self, errors)
+        self.produce_purgatory.try_complete_else_watch(op, list(status))
+
     # -- delete records ------------------------------------------------------------------
 
     def delete_records(
@@ -673,7 +727,7 @@ class ReplicaManager:
                         partition_or_none.high_watermark,
                         lg.log_start_offset,
                         lg.log_end_offset,
-                        partition_or_none.high_watermark,
+                        partition_or_none.last_stable_offset,
                     )
             out.append(read)
         return out
@@ -697,11 +751,12 @@ class ReplicaManager:
         if 0 <= p.current_leader_epoch != partition.leader_epoch:
             return -1
         lg = partition.log
-        end = (
-            lg.log_end_offset
-            if params.isolation == FetchIsolation.LOG_END
-            else partition.high_watermark
-        )
+        if params.isolation == FetchIsolation.LOG_END:
+            end = lg.log_end_offset
+        elif params.isolation == FetchIsolation.TXN_COMMITTED:
+            end = partition.last_stable_offset
+        else:
+            end = partition.high_watermark
         if p.fetch_offset < lg.log_start_offset or p.fetch_offset > lg.log_end_offset:
             return -1
         if end <= p.fetch_offset:
