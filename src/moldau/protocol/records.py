@@ -390,6 +390,7 @@ def build_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = -1,
     log_append_time: bool = False,
+    transactional: bool = False,
 ) -> bytes:
     """Encode a v2 batch of (key, value[, headers]) records. Used to write the
     broker's own records (e.g. committed offsets) and by tests."""
@@ -416,6 +417,8 @@ def build_batch(
         body += _zigzag(len(r)) + r
     payload = compress(compression, bytes(body), compression_level)
     attributes = int(compression) | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
+    if transactional:
+        attributes |= ATTR_TRANSACTIONAL
     max_ts = max(stamps) if stamps else timestamp
     header = bytearray(
         _HEADER.pack(
@@ -560,10 +563,10 @@ def build_end_txn_marker(
             producer_epoch=producer_epoch,
             base_sequence=-1,
             partition_leader_epoch=partition_leader_epoch,
+            transactional=True,
         )
     )
-    attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL
-    struct.pack_into(">h", batch, OFFSET_ATTRIBUTES, attributes)
+    struct.pack_into(">h", batch, OFFSET_ATTRIBUTES, ATTR_TRANSACTIONAL | ATTR_CONTROL)
     struct.pack_into(">I", batch, OFFSET_CRC, compute_crc(batch))
     return bytes(batch)
 
