@@ -18,6 +18,7 @@ from moldau.protocol.control import (
     LeaderAndIsrRequest,
 )
 from moldau.protocol.errors import ErrorCode, NotLeaderOrFollowerError
+from moldau.protocol.produce import ProducePartitionResponse
 from moldau.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -251,3 +252,20 @@ def test_a_committed_value_survives_an_aborted_overwrite(tmp_path: Path, clock: 
     # The marker stays, and so does its transaction's index entry.
     assert kinds == [(ControlRecordType.ABORT, 0)]
     assert log.collect_aborted_transactions(0, log.log_end_offset) == [AbortedTxn(7, 1, 2, 3)]
+
+
+def test_a_produce_with_verification_needs_the_guard_it_started(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    rm = single_broker(tmp_path, clock)
+    got: dict[TopicPartition, ProducePartitionResponse] = {}
+    entries: dict[TopicPartition, memoryview | None] = {TP: txn_batch(7, 0)}
+    rm.append_records(1, 1000, entries, got.update, verification_guards={})
+    assert got[TP].error_code == ErrorCode.invalid_txn_state
+    guards = rm.start_transaction_verification(entries)
+    assert set(guards) == {TP}
+    # (The coordinator confirmed the partition is in the transaction.)
+    rm.append_records(1, 1000, entries, got.update, verification_guards=guards)
+    assert (got[TP].error_code, got[TP].base_offset) == (ErrorCode.none, 0)
+    # Plain batches need none.
+    assert rm.start_transaction_verification({TP: plain()}) == {}

@@ -29,8 +29,10 @@ from moldau.storage.log import Log
 from moldau.storage.log_config import LogConfig
 from moldau.storage.partition_name import TopicPartition
 from moldau.storage.producer_state import (
+    AppendOrigin,
     CompletedTxn,
     ProducerStateManager,
+    VerificationGuard,
     snapshot_name,
 )
 from moldau.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
@@ -373,3 +375,46 @@ def test_opening_a_log_looks_for_no_txn_index_it_has_none_of(
     assert not list(tmp_path.glob("*.txnindex"))
     assert log.collect_aborted_transactions(0, log.log_end_offset) == []
     assert not list(tmp_path.glob("*.txnindex"))
+
+
+# -- coordinator appends and KIP-890 verification --------------------------------------
+
+
+def test_a_coordinators_batches_are_not_taken_for_retries(tmp_path: Path, clock: FakeClock) -> None:
+    """A transactional offset commit: every batch the group coordinator writes for the
+    producer has base sequence 0 (Kafka's), yet each is appended."""
+    log = open_log(tmp_path, clock)
+    first = log.append_as_leader(txn_batch(1, 0, n=1), 0, AppendOrigin.COORDINATOR)
+    again = log.append_as_leader(txn_batch(1, 0, n=1), 0, AppendOrigin.COORDINATOR)
+    assert (first.duplicate, again.duplicate) == (False, False)
+    assert again.first_offset == 1
+    # Its epoch is still checked.
+    log.append_end_txn_marker(1, 2, 0, True, 0)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(txn_batch(1, 0, n=1), 0, AppendOrigin.COORDINATOR)
+
+
+def test_a_transactional_write_needs_its_verification_guard(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path, clock)
+    sentinel = VerificationGuard.SENTINEL
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(txn_batch(1, 0), 0, verification_guard=sentinel)
+    guard = log.maybe_start_transaction_verification(1, 0, 0)
+    assert guard is not sentinel
+    assert log.maybe_start_transaction_verification(1, 0, 0) is guard  # still pending
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(txn_batch(1, 0), 0, verification_guard=VerificationGuard())
+    log.append_as_leader(txn_batch(1, 0), 0, verification_guard=guard)
+    # Open now: no verification needed for the rest of the transaction.
+    assert log.maybe_start_transaction_verification(1, 2, 0) is sentinel
+    log.append_as_leader(txn_batch(1, 2), 0, verification_guard=sentinel)
+    # A guard handed out before a marker ends the transaction is stale after it.
+    log.append_end_txn_marker(1, 0, 0, True, 0)
+    stale = log.maybe_start_transaction_verification(1, 4, 0)
+    log.append_end_txn_marker(1, 0, 0, False, 0)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(txn_batch(1, 4), 0, verification_guard=stale)
+    # Without verification (None), as before.
+    log.append_as_leader(txn_batch(1, 4), 0)

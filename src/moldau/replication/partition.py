@@ -48,6 +48,7 @@ from moldau.storage.log import FetchDataInfo, Log, LogAppendInfo
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import AppendOrigin, VerificationGuard
 from moldau.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -412,7 +413,13 @@ class Partition:
 
     # -- produce -------------------------------------------------------------------------
 
-    def append_records_to_leader(self, batch: memoryview, required_acks: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self,
+        batch: memoryview,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.local_broker_id} is not the leader of {self.tp}"
@@ -423,9 +430,19 @@ class Partition:
             raise NotEnoughReplicasError(
                 f"ISR of {self.tp} has {len(self.isr)} members, min.insync.replicas is {min_isr}"
             )
-        info = lg.append_as_leader(batch, self.leader_epoch)
+        info = lg.append_as_leader(batch, self.leader_epoch, origin, verification_guard)
         self.maybe_increment_leader_hw()
         return info
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """See Log.maybe_start_transaction_verification (leader only)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        return self._local_log().maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     def append_end_txn_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool

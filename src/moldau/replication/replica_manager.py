@@ -28,6 +28,7 @@ from moldau.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from moldau.protocol.produce import ProducePartitionResponse
+from moldau.protocol.records import HEADER_SIZE, BatchHeader
 from moldau.protocol.uuids import ZERO_UUID
 from moldau.replication.delayed import (
     INVALID_LOW_WATERMARK,
@@ -58,6 +59,7 @@ from moldau.storage.log import EMPTY, FetchDataInfo
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import AppendOrigin, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -519,9 +521,15 @@ class ReplicaManager:
         timeout_ms: int,
         entries: dict[TopicPartition, memoryview | None],
         respond: Callable[[dict[TopicPartition, ProducePartitionResponse]], None],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: dict[TopicPartition, VerificationGuard] | None = None,
     ) -> None:
         """Append to the leaders' logs; `respond` is called with every partition's
-        result, now (acks 0/1, or an error) or once the ISR has the records (acks=all)."""
+        result, now (acks 0/1, or an error) or once the ISR has the records (acks=all).
+        `origin` COORDINATOR: the broker's own coordinators write (their sequences are
+        not checked). `verification_guards`: with KIP-890 verification on, each
+        partition's guard (see `start_transaction_verification`); a transactional
+        batch without its verified guard, and no transaction open, is INVALID_TXN_STATE."""
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         status: dict[TopicPartition, ProducePartitionStatus] = {}
         stats = self.topic_stats
@@ -533,7 +541,10 @@ class ReplicaManager:
                 if batch is None:
                     raise UnknownTopicOrPartitionError("no records")
                 partition = self.get_partition_or_error(tp)
-                info = partition.append_records_to_leader(batch, required_acks)
+                guard = None
+                if verification_guards is not None:
+                    guard = verification_guards.get(tp, VerificationGuard.SENTINEL)
+                info = partition.append_records_to_leader(batch, required_acks, origin, guard)
             except KafkaError as e:
                 response.error_code = e.code
                 response.error_message = e.message or None
@@ -564,6 +575,29 @@ class ReplicaManager:
                 status[tp] = ProducePartitionStatus(0, response, acks_pending=False)
         op = DelayedProduce(timeout_ms, status, self, respond)
         self.produce_purgatory.try_complete_else_watch(op, list(status))
+
+    def start_transaction_verification(
+        self, entries: dict[TopicPartition, memoryview | None]
+    ) -> dict[TopicPartition, VerificationGuard]:
+        """KIP-890 part 1, before a produce: for each partition led here whose batch is
+        transactional, SENTINEL if the producer's transaction is open there, else the
+        guard to verify with the coordinator (AddPartitionsToTxn, verify only) and pass
+        to `append_records` (Kafka's appendRecordsWithTransactionVerification). Other
+        partitions are left out: their append reports their error."""
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        for tp, batch in entries.items():
+            if batch is None or len(batch) < HEADER_SIZE:
+                continue
+            header = BatchHeader.parse(batch)
+            if not header.is_transactional or header.producer_id < 0:
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None or partition.log is None or not partition.is_leader:
+                continue
+            guards[tp] = partition.maybe_start_transaction_verification(
+                header.producer_id, header.base_sequence, header.producer_epoch
+            )
+        return guards
 
     def append_end_txn_markers(
         self,

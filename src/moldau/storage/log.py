@@ -65,7 +65,13 @@ from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.log_recovery import replay_producer_state
 from moldau.storage.partition_metadata import PARTITION_METADATA, read_topic_id, write_topic_id
 from moldau.storage.partition_name import TopicPartition
-from moldau.storage.producer_state import CompletedTxn, ProducerStateManager, snapshot_offsets
+from moldau.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerStateManager,
+    VerificationGuard,
+    snapshot_offsets,
+)
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -424,8 +430,16 @@ class Log:
 
     # -- append --------------------------------------------------------------------------
 
-    def append_as_leader(self, batch: memoryview, leader_epoch: int) -> LogAppendInfo:
-        """Validate one batch from a producer, assign its offsets and append it."""
+    def append_as_leader(
+        self,
+        batch: memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
+        """Validate one batch from a producer (or, `origin` COORDINATOR, one the
+        broker's coordinators write: sequences unchecked), assign its offsets and
+        append it. `verification_guard`: see ProducerStateManager.check."""
         size = len(batch)
         if size > self.config.max_message_bytes:
             raise MessageTooLargeError(
@@ -451,7 +465,7 @@ class Log:
                     f"recompressed batch of {size} bytes exceeds max.message.bytes"
                 )
         if header.producer_id >= 0:
-            duplicate = self.producer_state.check(header)
+            duplicate = self.producer_state.check(header, origin, verification_guard)
             if duplicate is not None:
                 # Answered as the first append was: its offsets and, on a
                 # LogAppendTime topic, the broker's time it was written with.
@@ -466,6 +480,19 @@ class Log:
                     header.records_count, size, duplicate=True,
                 )  # fmt: skip
         return self._append_at_end(batch, header, leader_epoch, now)
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890: SENTINEL if the producer's transaction is already open here (no
+        verification needed), else the guard its verified write must carry (Kafka's
+        maybeStartTransactionVerification)."""
+        ps = self.producer_state
+        if ps.has_ongoing_transaction(producer_id, epoch):
+            return VerificationGuard.SENTINEL
+        return ps.maybe_create_verification_guard(
+            producer_id, sequence, epoch, self.clock.milliseconds()
+        )
 
     def append_end_txn_marker(
         self,

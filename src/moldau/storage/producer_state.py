@@ -30,6 +30,7 @@ import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 import crc32c
@@ -72,6 +73,40 @@ class BatchMetadata:
     last_seq: int
     first_offset: int
     last_offset: int
+    timestamp: int
+
+
+class AppendOrigin(Enum):
+    """Who appends (Kafka's AppendOrigin): a producer's batches have their sequences
+    checked and retries recognised; a coordinator's (a transactional offset commit,
+    a marker) only their epoch; a follower's copies nothing is checked of."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+class VerificationGuard:
+    """KIP-890 part 1: proof, by identity, that the transaction coordinator was asked
+    whether this partition is in the producer's transaction after the broker
+    started the verification, and no marker ended a transaction meanwhile (a stale
+    answer then fails the append instead of starting a transaction the coordinator
+    does not know of). `SENTINEL`: no verification done or needed."""
+
+    __slots__ = ()
+
+    SENTINEL: VerificationGuard
+
+
+VerificationGuard.SENTINEL = VerificationGuard()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    guard: VerificationGuard
+    # The lowest sequence and the epoch of the batches awaiting verification.
+    lowest_sequence: int
+    epoch: int
     timestamp: int
 
 
@@ -128,13 +163,33 @@ class ProducerStateManager:
         # Ended transactions whose marker is not yet below the high watermark, by
         # first offset (Kafka's unreplicatedTxns).
         self._unreplicated: dict[int, CompletedTxn] = {}
+        # Producers whose transactional write awaits the coordinator's word (KIP-890).
+        self._verifications: dict[int, VerificationStateEntry] = {}
 
     # -- checks and updates --------------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
-        """Validate a producer's batch on the leader; return the original batch if it
-        is a duplicate. A producer with an open transaction may only write
-        transactional batches (INVALID_TXN_STATE, as Kafka's appendDataBatch)."""
+    def check(
+        self,
+        header: BatchHeader,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> BatchMetadata | None:
+        """Validate a batch appended as leader; return the original batch if it is a
+        producer's retry. A producer with an open transaction may only write
+        transactional batches (INVALID_TXN_STATE, as Kafka's appendDataBatch). A
+        coordinator's batches have only their epoch checked. `verification_guard`
+        (None: verification is off): a producer's transactional batch that starts
+        a transaction must carry the guard its verification started with."""
+        if (
+            verification_guard is not None
+            and origin == AppendOrigin.CLIENT
+            and header.is_transactional
+            and not self.has_ongoing_transaction(header.producer_id, header.producer_epoch)
+            and not self._verified(header.producer_id, verification_guard)
+        ):
+            raise InvalidTxnStateError(
+                f"batch of producer {header.producer_id} is not part of an ongoing transaction"
+            )
         entry = self.producers.get(header.producer_id)
         if entry is None:
             return None  # unknown producer: any sequence starts it
@@ -144,7 +199,9 @@ class ProducerStateManager:
                 f"epoch {epoch} of producer {header.producer_id} is older than {entry.epoch}"
             )
         first_seq = header.base_sequence
-        if epoch > entry.epoch:
+        if origin != AppendOrigin.CLIENT:
+            pass  # Kafka checks a coordinator's sequences not at all
+        elif epoch > entry.epoch:
             if first_seq != 0:
                 raise OutOfOrderSequenceNumberError(
                     f"sequence {first_seq} of producer {header.producer_id} in new epoch {epoch} "
@@ -165,6 +222,31 @@ class ProducerStateManager:
                 f"transaction from offset {entry.current_txn_first_offset} is open"
             )
         return None
+
+    def _verified(self, producer_id: int, guard: VerificationGuard) -> bool:
+        entry = self._verifications.get(producer_id)
+        return (
+            guard is not VerificationGuard.SENTINEL and entry is not None and entry.guard is guard
+        )
+
+    def maybe_create_verification_guard(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """The guard a transactional write must carry once the coordinator confirms
+        the partition is in the transaction (Kafka's maybeCreateVerificationStateEntry);
+        the same guard while one is pending."""
+        entry = self._verifications.get(producer_id)
+        if entry is None:
+            entry = VerificationStateEntry(VerificationGuard(), sequence, epoch, now_ms)
+            self._verifications[producer_id] = entry
+        elif epoch > entry.epoch:
+            entry.epoch, entry.lowest_sequence = epoch, sequence
+        elif epoch == entry.epoch:
+            entry.lowest_sequence = min(entry.lowest_sequence, sequence)
+        return entry.guard
+
+    def clear_verification(self, producer_id: int) -> None:
+        self._verifications.pop(producer_id, None)
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Validate a marker the coordinator asks the leader to write: a marker of an
@@ -210,6 +292,10 @@ class ProducerStateManager:
                 entry.epoch = header.producer_epoch
                 entry.batches.clear()
             entry.last_timestamp = max_timestamp
+            if header.is_transactional and self._verifications:
+                # Verified and started, or ended: a guard handed out before must not
+                # start another transaction (KIP-890's ABA case).
+                self._verifications.pop(pid, None)
             if header.is_control:
                 if marker is not None:
                     kind, coordinator_epoch = marker
@@ -302,6 +388,9 @@ class ProducerStateManager:
             del self.producers[pid]
         if expired:
             self._expired_since_snapshot = True
+        for pid, v in list(self._verifications.items()):
+            if now_ms - v.timestamp >= expiration_ms:
+                del self._verifications[pid]
         return len(expired)
 
     def last_data_offsets(self) -> dict[int, int]:
