@@ -62,7 +62,7 @@ from moldau.protocol.wire import Buffer, DecodeError
 from moldau.storage.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
-from moldau.storage.log_recovery import replay_producer_state
+from moldau.storage.log_recovery import complete_swaps, replay_producer_state
 from moldau.storage.partition_metadata import PARTITION_METADATA, read_topic_id, write_topic_id
 from moldau.storage.partition_name import TopicPartition
 from moldau.storage.producer_state import (
@@ -262,7 +262,7 @@ class Log:
         except FileNotFoundError:
             directory.mkdir(parents=True)
             names = []
-        swapped = _complete_swaps(directory, names)
+        swapped = complete_swaps(directory, names)
         if swapped:
             names = os.listdir(directory)
         bases: list[int] = []
@@ -1221,47 +1221,6 @@ def _with_log_append_time(
     body = batch[HEADER_SIZE:]
     crc = crc32c.crc32c(body, crc32c.crc32c(header))
     return [prefix, _CRC.pack(crc), bytes(header), body]
-
-
-def _complete_swaps(directory: Path, names: list[str]) -> set[int]:
-    """Finish segment swaps a crash interrupted: a `.log.swap` is a complete cleaned
-    segment that replaces the segments within its offset range (Kafka's LogLoader):
-    those not yet renamed .deleted are removed, the swap takes its final name.
-    Returns their base offsets (their indexes are rebuilt; the removed segments'
-    index files, left without a log, are removed by the caller)."""
-    done = set()
-    for name in names:
-        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            continue
-        path = directory / name
-        base = int(name.split(".")[0])
-        end = _next_offset_of(path)
-        for other in names:
-            if other.endswith(LOG_SUFFIX) and base < int(other[: -len(LOG_SUFFIX)]) < end:
-                os.unlink(directory / other)
-        target = directory / f"{base:020d}{LOG_SUFFIX}"
-        os.replace(path, target)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
-        done.add(base)
-    return done
-
-
-def _next_offset_of(path: Path) -> int:
-    """The offset after the last batch of a (complete, flushed) segment file, from
-    the batch headers alone; its base offset if it has none."""
-    end = int(path.name.split(".")[0])
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        position = 0
-        while position + HEADER_SIZE <= size:
-            header = BatchHeader.parse(os.pread(fd, HEADER_SIZE, position))
-            end = header.last_offset + 1
-            position += header.size
-    finally:
-        os.close(fd)
-    return end
 
 
 def remove_log_dir(directory: Path) -> None:

@@ -1,5 +1,6 @@
-"""Rebuilding a log's producer state from its batches (Kafka's LogLoader
-rebuildProducerState and LogSegment.recover's producer part).
+"""What opening a log recovers: segment swaps a crash interrupted, and the producer
+state rebuilt from the batches (Kafka's LogLoader rebuildProducerState and
+LogSegment.recover's producer part).
 
 Batch headers are read, and the one record of each transaction marker. A marker
 that ends an aborted transaction in a segment being recovered is written to that
@@ -9,14 +10,27 @@ segment's transaction index again (recovery emptied it).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 from moldau.protocol.errors import KafkaError
-from moldau.protocol.records import BatchHeader, ControlRecordType, read_end_txn_marker
+from moldau.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    ControlRecordType,
+    read_end_txn_marker,
+)
 from moldau.protocol.wire import DecodeError
 from moldau.storage.producer_state import ProducerStateManager
-from moldau.storage.segment import LogSegment
-from moldau.storage.txn_index import AbortedTxn
+from moldau.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +79,44 @@ def replay_producer_state(
                     )
                 )
             state.complete_txn(completed)
+
+
+def complete_swaps(directory: Path, names: list[str]) -> set[int]:
+    """Finish segment swaps a crash interrupted: a `.log.swap` is a complete cleaned
+    segment that replaces the segments within its offset range (Kafka's LogLoader):
+    those not yet renamed .deleted are removed, the swap takes its final name.
+    Returns their base offsets (their indexes are rebuilt; the removed segments'
+    index files, left without a log, are removed by the caller)."""
+    done = set()
+    for name in names:
+        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        path = directory / name
+        base = int(name.split(".")[0])
+        end = next_offset_of(path)
+        for other in names:
+            if other.endswith(LOG_SUFFIX) and base < int(other[: -len(LOG_SUFFIX)]) < end:
+                os.unlink(directory / other)
+        target = directory / f"{base:020d}{LOG_SUFFIX}"
+        os.replace(path, target)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        done.add(base)
+    return done
+
+
+def next_offset_of(path: Path) -> int:
+    """The offset after the last batch of a (complete, flushed) segment file, from
+    the batch headers alone; its base offset if it has none."""
+    end = int(path.name.split(".")[0])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            header = BatchHeader.parse(os.pread(fd, HEADER_SIZE, position))
+            end = header.last_offset + 1
+            position += header.size
+    finally:
+        os.close(fd)
+    return end
