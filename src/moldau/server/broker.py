@@ -450,9 +450,8 @@ class Broker:
                     continue
                 now = self.clock.milliseconds()
                 first_dirty = manager.cleaner_checkpoints.get(tp, lg.log_start_offset)
-                # Only what is committed: until transactions, the last stable offset
-                # is the high watermark.
-                stable = self.replica_manager.high_watermark(tp)
+                # Only what is committed and decided: below the last stable offset.
+                stable = self.replica_manager.last_stable_offset(tp)
                 if dirty_ratio(lg, first_dirty, stable, now) < lg.config.min_cleanable_dirty_ratio:
                     continue
                 steps = clean(lg, first_dirty, stable, now)
