@@ -10,7 +10,7 @@ from pathlib import Path
 from moldau.clock import FakeClock
 from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator, JoinRequest
-from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
+from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS, LoadedGroups
 from moldau.coordinator.records import (
     GroupMetadataValue,
     OffsetAndMetadata,
@@ -334,16 +334,16 @@ def test_a_load_of_an_earlier_leadership_neither_installs_nor_ends_the_current_o
         first_read, second_read = asyncio.Event(), asyncio.Event()
         reads: list[int] = []
 
-        def offsets(n: int) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
-            return {"g": {TopicPartition("t", 0): OffsetAndMetadata(n, -1, "", 0)}}
+        def offsets(n: int) -> LoadedGroups:
+            return LoadedGroups({"g": {TopicPartition("t", 0): OffsetAndMetadata(n, -1, "", 0)}})
 
-        async def read_groups(partition: int) -> tuple[object, dict[str, object]]:
+        async def read_groups(partition: int) -> LoadedGroups:
             reads.append(partition)
             if len(reads) == 1:
                 await first_read.wait()
-                return offsets(5), {}  # what the log held before the other leader's commits
+                return offsets(5)  # what the log held before the other leader's commits
             await second_read.wait()
-            return offsets(9), {}
+            return offsets(9)
 
         gc.metadata_manager.read_groups = read_groups  # type: ignore[method-assign,assignment]
         gc._on_leadership_change(tp, False)

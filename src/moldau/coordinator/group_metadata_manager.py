@@ -34,8 +34,8 @@ from moldau.protocol.records import (
     read_end_txn_marker,
 )
 from moldau.replication.replica_manager import ReplicaManager
-from moldau.storage.append_origin import AppendOrigin
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import AppendOrigin
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 # How many batches of the offsets log are read before yielding to other work.
@@ -229,6 +229,9 @@ class GroupMetadataManager:
             timestamp=self.clock.milliseconds(),
             producer_id=producer_id,
             producer_epoch=producer_epoch,
+            # As Kafka writes them: sequence 0 every time (a coordinator's append has
+            # its epoch checked, not its sequence).
+            base_sequence=0 if transactional else -1,
             transactional=transactional,
         )
         tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))

@@ -6,7 +6,7 @@ markers it is sent."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
 from moldau.coordinator.transaction.marker_channel import TxnMarkerEntry
@@ -93,7 +93,7 @@ class BrokerMarkerSender:
         body = await self._transport.request(
             broker_id, ApiKey.WRITE_TXN_MARKERS, version, encode_body(request)
         )
-        response = decode_response(ApiKey.WRITE_TXN_MARKERS, version, body)
+        response: Any = decode_response(ApiKey.WRITE_TXN_MARKERS, version, body)
         out: list[dict[TopicPartition, ErrorCode]] = []
         for i, marker in enumerate(markers):
             answer = response.markers[i] if i < len(response.markers) else None
