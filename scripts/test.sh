@@ -15,6 +15,9 @@ command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(libzookeeper-java)
 [ -f /usr/share/java/slf4j-simple.jar ] || need+=(libslf4j-java)
+# KafkaJS (tests/js) runs on Node.js; npm installs the version its lock file pins.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -34,6 +37,8 @@ PYTHON=${PYTHON:-python3}
 # Spark's Kafka connector into tests/java/spark/target/lib.
 mvn -q -B -f tests/java/pom.xml package
 mvn -q -B -f tests/java/spark/pom.xml package
+# KafkaJS into tests/js/node_modules, as tests/js/package-lock.json pins it.
+(cd tests/js && npm ci --no-audit --no-fund --silent)
 
 lint_dirs="src tests"; [ -d bench ] && lint_dirs="$lint_dirs bench"
 .venv/bin/ruff check $lint_dirs

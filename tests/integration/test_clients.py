@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from moldau.testing import nodejs
 from tests.integration.clients import (
     Got,
     Rec,
@@ -117,6 +118,14 @@ def test_kcat_round_trip_with_keys_headers_and_null_values(bootstrap: str, topic
         (b"c", None, [("trace", b"abc")]),
     ]
     assert kcat_consume(bootstrap, topic_name, 2) == ["0\ta\t1", "1\tb\t2"]
+
+
+def test_kafkajs_admin_producer_and_consumer_group(bootstrap: str, topic_name: str) -> None:
+    """tests/js/try.js (also scripts/try-kafkajs.sh): KafkaJS creates a topic, produces with
+    acks=all and gzip, consumes all 12 records in a group and reads its committed offsets."""
+    done = nodejs.run("try.js", bootstrap, topic_name)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-6000:]}"
+    assert done.stdout.split() == ["consumed", "12", "committed", "offsets", "sum", "12"]
 
 
 def test_offsets_are_contiguous_from_zero_across_many_batches(

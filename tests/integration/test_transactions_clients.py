@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from moldau.testing import nodejs
 from tests.integration.clients import DEADLINE_S, create_topic
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 # The topic each producer writes its transactions to has this many partitions.
 PARTITIONS = 2
@@ -138,9 +138,9 @@ async def aiokafka_read_committed(bootstrap: str, topic: str, n: int) -> dict[in
         enable_auto_commit=False,
         isolation_level="read_committed",
     )
-    await c.start()
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     try:
+        await c.start()
         c.assign([ATP(topic, p) for p in range(PARTITIONS)])
         await c.seek_to_beginning()
         deadline = time.monotonic() + DEADLINE_S
@@ -163,8 +163,8 @@ def test_aiokafka_commits_and_aborts_and_readers_see_only_what_was_committed(
 
     async def write() -> None:
         p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aio-{topic}")
-        await p.start()
         try:
+            await p.start()
             for records, aborted in transaction_plan():
                 await p.begin_transaction()
                 for partition, value in records:
@@ -207,13 +207,13 @@ def test_aiokafka_consume_transform_produce_commits_offsets_with_the_output(
             isolation_level="read_committed",
         )
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aio-{group}")
-        await consumer.start()
-        await producer.start()
         tp = ATP(source, 0)
-        consumer.assign([tp])
         committed_after_abort = []
         aborted_once = False
         try:
+            await consumer.start()
+            await producer.start()
+            consumer.assign([tp])
             while (await consumer.position(tp)) < len(inputs):
                 batch = (await consumer.getmany(tp, timeout_ms=1000, max_records=5)).get(tp, [])
                 if not batch:

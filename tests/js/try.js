@@ -2,7 +2,7 @@
 // with acks=all and headers, 2 more gzip-compressed, all 12 consumed in a consumer
 // group, its committed offsets read back, the topic deleted. Exits non-zero on failure.
 //
-// Usage: node try.js BOOTSTRAP TOPIC (see scripts/try-kafkajs.sh)
+// Usage: node try.js BOOTSTRAP TOPIC (scripts/try-kafkajs.sh; tests/integration/test_clients.py)
 const { Kafka, logLevel } = require('kafkajs')
 const broker = process.argv[2]
 const topic = process.argv[3]
