@@ -21,7 +21,12 @@ from tests.cluster.conftest import zookeeper  # noqa: F401 (a fixture)
 
 # As Kafka's own integration tests: a new group forms at once instead of waiting 3 s
 # for more members, which every consumer check would pay.
-BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
+# And a transaction past its transaction.timeout.ms is aborted within half a second
+# rather than within Kafka's default 10 s, which the timeout check would wait.
+BROKER_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
 
 
 @pytest.fixture(scope="session")
