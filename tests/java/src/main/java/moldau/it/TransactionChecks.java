@@ -17,6 +17,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -27,6 +29,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
@@ -376,7 +379,8 @@ public final class TransactionChecks {
     /**
      * A read_committed consumer stops at the LSO, the first offset of an open transaction,
      * even with records after it from another producer; once the transaction commits it reads
-     * on, in offset order. read_uncommitted's end is the high watermark all along.
+     * on, in offset order. read_uncommitted's end is the high watermark all along. Admin's
+     * listOffsets answers the same per isolation level.
      */
     public static void readCommittedStopsAtLso(String bootstrap) throws Exception {
         String topic = topic(bootstrap, 1);
@@ -402,6 +406,13 @@ public final class TransactionChecks {
             }
             equal(3L, reader.endOffsets(List.of(tp)).get(tp), "read_committed end offset (the LSO)");
             equal(10L, endOffset(bootstrap, topic, UNCOMMITTED), "read_uncommitted end offset");
+            try (Admin admin = AdminChecks.admin(bootstrap)) {
+                for (IsolationLevel level : IsolationLevel.values()) {
+                    long latest = admin.listOffsets(Map.of(tp, OffsetSpec.latest()), new ListOffsetsOptions(level))
+                            .partitionResult(tp).get(30, TimeUnit.SECONDS).offset();
+                    equal(level == IsolationLevel.READ_COMMITTED ? 3L : 10L, latest, "Admin's latest offset, " + level);
+                }
+            }
 
             reader.assign(List.of(tp));
             reader.seekToBeginning(List.of(tp));
