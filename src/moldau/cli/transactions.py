@@ -242,12 +242,6 @@ def describe_producers_command(admin: TxnAdmin, args: argparse.Namespace, clock:
 
 def abort_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock) -> int:
     tp = TopicPartition(args.topic, args.partition)
-    if args.start_offset is None and args.producer_id is None:
-        raise CliError(
-            "The transaction to abort must be identified either with --start-offset "
-            "(for brokers on 3.0 or above) or with --producer-id, --producer-epoch, "
-            "and --coordinator-epoch (for older brokers)"
-        )
     if args.start_offset is not None:
         try:
             producers = admin.producers([tp])[tp]
@@ -262,10 +256,6 @@ def abort_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock) -> in
             ) from None
         spec = AbortSpec(tp, p.producer_id, p.producer_epoch, p.coordinator_epoch or 0)
     else:
-        if args.producer_epoch is None:
-            raise CliError("Missing required argument --producer-epoch")
-        if args.coordinator_epoch is None:
-            raise CliError("Missing required argument --coordinator-epoch")
         # A transaction left hanging before its producer's first commit or abort has no
         # coordinator epoch (-1 in describe-producers); 0 is no newer than any.
         spec = AbortSpec(tp, args.producer_id, args.producer_epoch, max(0, args.coordinator_epoch))
@@ -277,13 +267,6 @@ def abort_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock) -> in
 
 
 def find_hanging_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock) -> int:
-    if args.topic is None and args.broker_id is None:
-        raise CliError(
-            "The `find-hanging` command requires either --topic or --broker-id to "
-            "limit the scope of the search"
-        )
-    if args.partition is not None and args.topic is None:
-        raise CliError("The --partition argument requires --topic to be provided")
     max_timeout_ms = args.max_transaction_timeout * 60_000
     if args.partition is not None:
         partitions = [TopicPartition(args.topic, args.partition)]
@@ -328,6 +311,30 @@ def find_hanging_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock
         found = hanging(candidates, tids, descriptions)
     _print(table(HANGING_HEADERS, hanging_rows(found, clock.milliseconds())))
     return 0
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, before connecting, what argparse cannot: abort's two ways to name a
+    transaction, find-hanging's scope (Kafka's messages)."""
+    if args.txn_command == "abort":
+        if args.start_offset is None and args.producer_id is None:
+            raise CliError(
+                "The transaction to abort must be identified either with --start-offset "
+                "(for brokers on 3.0 or above) or with --producer-id, --producer-epoch, "
+                "and --coordinator-epoch (for older brokers)"
+            )
+        if args.start_offset is None and args.producer_epoch is None:
+            raise CliError("Missing required argument --producer-epoch")
+        if args.start_offset is None and args.coordinator_epoch is None:
+            raise CliError("Missing required argument --coordinator-epoch")
+    if args.txn_command == "find-hanging":
+        if args.topic is None and args.broker_id is None:
+            raise CliError(
+                "The `find-hanging` command requires either --topic or --broker-id to "
+                "limit the scope of the search"
+            )
+        if args.partition is not None and args.topic is None:
+            raise CliError("The --partition argument requires --topic to be provided")
 
 
 _COMMANDS: dict[str, Callable[[TxnAdmin, argparse.Namespace, Clock], int]] = {
@@ -435,6 +442,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> int:
+    check_arguments(args)
     with AdminCalls("kafka-transactions-tool", TIMEOUT_S) as calls:
         admin = TxnAdmin(args, calls)
         return _COMMANDS[args.txn_command](admin, args, clock)
