@@ -172,9 +172,17 @@ class TxnAdmin:
     def __init__(self, args: argparse.Namespace, calls: AdminCalls) -> None:
         self.admin, self.watch = admin_client(args)
         self.calls = calls
+        self._metadata: Any = None
 
     def metadata(self) -> Any:
-        return fetch_metadata(self.admin, self.watch)
+        """The cluster's brokers and topics, asked once and again only after an answer
+        that said they changed (find-hanging looks up hundreds of leaders)."""
+        if self._metadata is None:
+            self._metadata = fetch_metadata(self.admin, self.watch)
+        return self._metadata
+
+    def _stale(self) -> None:
+        self._metadata = None
 
     def _send(self, broker_id: int, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
         broker = self.metadata().brokers.get(broker_id)
@@ -187,8 +195,7 @@ class TxnAdmin:
                 f"cannot reach broker {broker_id} at {e.address[0]}:{e.address[1]} ({e.reason})"
             ) from None
 
-    @staticmethod
-    def _retrying(attempt: Callable[[], T]) -> T:
+    def _retrying(self, attempt: Callable[[], T]) -> T:
         deadline = time.monotonic() + TIMEOUT_S
         while True:
             try:
@@ -196,6 +203,7 @@ class TxnAdmin:
             except Retry as e:
                 if time.monotonic() >= deadline:
                     raise RequestFailed(str(e)) from None
+            self._stale()
             time.sleep(0.1)
 
     def leader(self, tp: TopicPartition) -> int:
@@ -357,6 +365,7 @@ class TxnAdmin:
             if todo and time.monotonic() >= deadline:
                 raise RequestFailed(reason)
             if todo:
+                self._stale()
                 time.sleep(0.1)
         return out
 
