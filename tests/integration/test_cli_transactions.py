@@ -157,6 +157,10 @@ def test_list_shows_each_transaction_with_its_coordinator_and_filters_them(
     assert list(ongoing) == [running]
     by_producer = cli.ok("list", "--producer-id", mine[done]["ProducerId"]).rows()
     assert [r["TransactionalId"] for r in by_producer] == [done]
+    # A pattern matches whole ids.
+    by_id = cli.ok("list", "--transactional-id-pattern", running[:-1] + ".").rows()
+    assert [r["TransactionalId"] for r in by_id] == [running]
+    assert cli.ok("list", "--transactional-id-pattern", running[:-1]).rows() == []
     # None of them has been running for an hour.
     assert _mine(cli.ok("list", "--duration-filter", "3600000").rows(), done, running) == {}
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -59,6 +60,12 @@ def test_list_rows_name_each_transactions_coordinator_in_broker_order() -> None:
         ["c", "1", "6", "Unknown"],  # a state Kafka's client does not know
         ["b", "2", "7", "Ongoing"],
     ]
+
+
+def test_a_transactional_id_pattern_must_match_the_whole_id() -> None:
+    listed = {1: [Listing("orders-1", 5, "Ongoing"), Listing("my-orders-1", 6, "Ongoing")]}
+    rows = list_rows(listed, re.compile("orders-[0-9]+"))
+    assert [r[0] for r in rows] == ["orders-1"]
 
 
 def test_describe_shows_the_duration_of_an_open_transaction_and_none_without_one() -> None:
@@ -215,6 +222,7 @@ def test_a_command_without_what_it_needs_fails_with_one_line_before_connecting(
     ("argv", "message"),
     [
         (["list", "--state", "Running"], "'Running' is not a transaction state"),
+        (["list", "--transactional-id-pattern", "("], "'(' is not a regular expression"),
         (["describe"], "the following arguments are required: --transactional-id"),
         (["describe-producers", "--topic", "t", "--partition", "x"], "invalid int value"),
         (["abort", "--topic", "t", "--partition", "0", "--producer-epoch", "40000"],

@@ -3,6 +3,7 @@ kafka-transactions.sh does (KIP-664), with its sub-commands, columns, messages a
 exit codes:
 
     list [--state S ...] [--producer-id P ...] [--duration-filter MS]
+         [--transactional-id-pattern REGEX]
     describe --transactional-id X
     describe-producers --topic T --partition P [--broker-id B]
     abort --topic T --partition P (--start-offset O
@@ -15,6 +16,7 @@ The requests are cli/transactions_admin.py's; here are the tables and the decisi
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -93,11 +95,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     ]
 
 
-def list_rows(by_broker: Mapping[int, Sequence[Listing]]) -> list[list[str]]:
+def list_rows(
+    by_broker: Mapping[int, Sequence[Listing]], pattern: re.Pattern[str] | None = None
+) -> list[list[str]]:
+    """The listing, coordinator by coordinator; with `pattern`, only the transactional
+    ids it matches whole (as Kafka's coordinator matches --transactional-id-pattern,
+    here on the tool's side: Moldau serves ListTransactions up to v1, without it)."""
     return [
         [t.transactional_id, str(broker), str(t.producer_id), state_name(t.state)]
         for broker in sorted(by_broker)
         for t in by_broker[broker]
+        if pattern is None or pattern.fullmatch(t.transactional_id)
     ]
 
 
@@ -209,7 +217,7 @@ def list_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock) -> int
         )
     except RequestFailed as e:
         raise _failed("Failed to list transactions", e) from None
-    _print(table(LIST_HEADERS, list_rows(listed)))
+    _print(table(LIST_HEADERS, list_rows(listed, args.transactional_id_pattern)))
     return 0
 
 
@@ -356,6 +364,13 @@ def _state(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{text!r} is not a transaction state: " + ", ".join(STATES))
 
 
+def _pattern(text: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(text) if text else None  # empty: no filter, as Kafka
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {e}") from None
+
+
 def _epoch(text: str) -> int:
     value = int(text)
     if not -(2**15) <= value < 2**15:
@@ -395,6 +410,12 @@ def add_parser(sub: Any) -> None:
         default=-1,
         metavar="MS",
         help="only transactions running longer than this many ms (< 0: all)",
+    )
+    c.add_argument(
+        "--transactional-id-pattern",
+        type=_pattern,
+        metavar="REGEX",
+        help="only the transactional ids this regular expression matches whole",
     )
 
     c = commands.add_parser("describe", help="describe the state of an active transactional-id")
