@@ -1,82 +1,93 @@
-"""Exactly-once streaming writes (`exactlyOnce=true`): a micro-batch Spark runs
-again, a task retried, or a publish that died half-way, writes each row once."""
+"""Exactly-once writes (`exactlyOnce=true`): each task writes in a transaction of
+its own slot, so a micro-batch Spark runs again, a task retried after its commit,
+or a speculative copy running beside it, writes each row once."""
 
 from __future__ import annotations
 
-import uuid
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from confluent_kafka import KafkaException
 
-from moldau.spark.exactly_once import BATCH_HEADER, BatchPublisher, OutRow
-from moldau.spark.writer import producer_config
+from moldau.spark.exactly_once import (
+    TaskSlot,
+    ensure_marker_topic,
+    new_batch_query_id,
+    write_in_transaction,
+)
+from moldau.spark.options import parse_write_options
+from moldau.spark.writer import WriteColumns
 from tests.integration.clients import create_topic
 from tests.spark.test_read import produce
 from tests.spark.test_write import consume_all
 
 pytestmark = pytest.mark.spark
 
-
-def publisher(bootstrap: str, query_id: str, markers: str) -> BatchPublisher:
-    config = {"bootstrap.servers": bootstrap}
-    p = BatchPublisher(config, producer_config(config), query_id, markers)
-    p.ensure_marker_topic()
-    return p
+COLUMNS = WriteColumns(key=True, topic=False, partition=False, headers=False)
 
 
-class DiesAfter(BatchPublisher):
-    """A publisher whose process dies after writing `n` records of a batch."""
-
-    def __init__(self, n: int, *args: Any) -> None:
-        super().__init__(*args)
-        self.n = n
-
-    def _send(self, rows: Any, header: str | None = None) -> int:
-        rows = list(rows)
-        if header is None:  # a marker
-            return super()._send(rows)
-        super()._send(rows[: self.n], header)
-        raise SystemExit("died while publishing")
+def rows(prefix: str, n: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"key": [f"{prefix}{i}" for i in range(n)], "value": [b"v"] * n}
+    )
 
 
-def test_a_batch_is_published_once_even_if_publishing_died_half_way(
+def test_tasks_retried_after_their_commit_and_a_speculative_copy_write_once(
     bootstrap: str, topic_name: str
 ) -> None:
+    """Two tasks of a batch commit, then fail before Spark hears of it: their
+    retries find their slots written and write nothing. A speculative copy of a
+    task starts while the first attempt is writing: it fences that attempt (whose
+    commit then fails) and writes the rows once."""
     create_topic(bootstrap, topic_name, partitions=2)
-    markers, query = f"{topic_name}-markers", str(uuid.uuid4())
-    batch0: list[OutRow] = [(topic_name, -1, f"k{i}", b"v", ()) for i in range(10)]
-    # Two equal rows are two records; one with a header and an explicit partition.
-    batch1: list[OutRow] = [
-        (topic_name, -1, "same", b"x", ()),
-        (topic_name, -1, "same", b"x", ()),
-        (topic_name, 1, "h", None, (("a", b"1"),)),
-        *[(topic_name, -1, f"n{i}", b"w", ()) for i in range(7)],
-    ]
-    first = publisher(bootstrap, query, markers)
-    assert first.publish(0, batch0) == 10
-    assert first.publish(0, batch0) == 0  # replayed: already there
-
-    config = {"bootstrap.servers": bootstrap}
-    dying = DiesAfter(4, config, producer_config(config), query, markers)
-    with pytest.raises(SystemExit):
-        dying.publish(1, batch1)
-    assert publisher(bootstrap, query, markers).publish(1, batch1) == 6
-
-    got = consume_all(bootstrap, topic_name, 2, 20)
-    rows = Counter((k, v, tuple(h for h in hs if h[0] != BATCH_HEADER)) for _, k, v, hs in got)
-    assert rows == Counter(
-        [(b"k%d" % i, b"v", ()) for i in range(10)]
-        + [(b"same", b"x", ())] * 2
-        + [(b"h", None, (("a", b"1"),))]
-        + [(b"n%d" % i, b"w", ()) for i in range(7)]
+    options = parse_write_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": topic_name,
+            "exactlyOnce": "true",
+            "exactlyOnce.markerTopic": f"{topic_name}-m",
+        },
+        streaming=True,
     )
-    assert {p for p, k, _, _ in got if k == b"h"} == {1}
-    assert all(
-        (BATCH_HEADER, f"{query}:{1 if k[0:1] in b'shn' else 0}".encode()) in hs
-        for _, k, _, hs in got
-    )
+    ensure_marker_topic(options.client_config, options.marker_topic, 30)
+    query = new_batch_query_id()
+
+    def write(slot: TaskSlot, *batches: pa.RecordBatch) -> int:
+        return write_in_transaction(options, COLUMNS, slot, iter(batches))
+
+    for partition in (0, 1):
+        slot = TaskSlot(query, topic_name, 0, partition)
+        assert write(slot, rows(f"b0p{partition}-", 5)) == 5
+        # The task failed after its commit: Spark runs it again.
+        assert write(slot, rows(f"b0p{partition}-", 5)) == 0
+
+    slot = TaskSlot(query, topic_name, 1, 0)
+    copy_wrote: list[int] = []
+
+    def first_attempt() -> Iterator[pa.RecordBatch]:
+        yield rows("b1-", 3)
+        # Meanwhile Spark starts a speculative copy of this task, which fences us.
+        copy = threading.Thread(target=lambda: copy_wrote.append(write(slot, rows("b1-", 6))))
+        copy.start()
+        copy.join(60)
+        yield pa.RecordBatch.from_pydict({"key": ["b1-3", "b1-4", "b1-5"], "value": [b"v"] * 3})
+
+    with pytest.raises(KafkaException):
+        write_in_transaction(options, COLUMNS, slot, first_attempt())
+    assert copy_wrote == [6]
+    # The next batch of the same slot is written: the bookkeeping moved on.
+    assert write(TaskSlot(query, topic_name, 2, 0), rows("b2-", 2)) == 2
+
+    read = consume_all(bootstrap, topic_name, 2, 18, read_committed=True)
+    got = Counter(k for _, k, _, _ in read)
+    expected = [f"b0p{p}-{i}".encode() for p in (0, 1) for i in range(5)]
+    expected += [f"b1-{i}".encode() for i in range(6)] + [b"b2-0", b"b2-1"]
+    assert got == Counter(expected)
 
 
 def copy_stream(
@@ -144,7 +155,10 @@ def test_replayed_batches_and_retried_tasks(
 
     expected = Counter((b"k%d" % i, b"v%d" % i) for i in range(100))
     if exactly_once:
-        got = Counter((k, v) for _, k, v, _ in consume_all(bootstrap, sink, 1, 100))
+        # Read committed: what fenced or failed attempts wrote was aborted.
+        got = Counter(
+            (k, v) for _, k, v, _ in consume_all(bootstrap, sink, 1, 100, read_committed=True)
+        )
         assert got == expected
     else:
         # At-least-once: the replayed batch (the last 20 of batches of 40, 40, 20)

@@ -132,14 +132,16 @@ def test_a_run_that_ends_removes_its_topics_and_group(bootstrap: str, tmp_path: 
 
     run = DemoRun.new(10, bootstrap, made_work_dir=True)
     _create_topics(bootstrap, run)
-    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": run.group})
-    committer.commit(offsets=[TopicPartition(run.orders_topic, 0, 1)], asynchronous=False)
-    committer.close()
+    sink_group = f"moldau-spark-q1-{run.totals_topic}-0"  # the exactly-once sink's
+    for group in (run.group, sink_group):
+        committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        committer.commit(offsets=[TopicPartition(run.orders_topic, 0, 1)], asynchronous=False)
+        committer.close()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     groups = lambda: {g.group_id for g in admin.list_consumer_groups().result(10).valid}  # noqa: E731
-    assert run.group in groups()
+    assert {run.group, sink_group} <= groups()
 
     _remove_from_broker(bootstrap, run)
     topics = admin.list_topics(timeout=10).topics
-    assert run.orders_topic not in topics and run.totals_topic not in topics
-    assert run.group not in groups()
+    assert not {run.orders_topic, run.totals_topic, run.writes_topic} & set(topics)
+    assert not {run.group, sink_group} & groups()

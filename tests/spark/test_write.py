@@ -17,10 +17,17 @@ pytestmark = pytest.mark.spark
 Record = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, n: int) -> list[Record]:
+def consume_all(
+    bootstrap: str, topic: str, partitions: int, n: int, read_committed: bool = False
+) -> list[Record]:
     """(partition, key, value, headers) of the first n records, by partition and offset."""
     c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
     )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[tuple[int, int, Record]] = []

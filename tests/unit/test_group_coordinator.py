@@ -10,7 +10,7 @@ from pathlib import Path
 from moldau.clock import FakeClock
 from moldau.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator, JoinRequest
-from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
+from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS, LoadedGroups
 from moldau.coordinator.records import (
     GroupMetadataValue,
     OffsetAndMetadata,
@@ -22,7 +22,13 @@ from moldau.coordinator.records import (
 )
 from moldau.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.records import build_batch, compute_crc, iter_records, rebuild_batch
+from moldau.protocol.records import (
+    build_batch,
+    build_end_txn_marker,
+    compute_crc,
+    iter_records,
+    rebuild_batch,
+)
 from moldau.replication.purgatory import ManualTimer
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.log_config import LogConfig
@@ -328,16 +334,16 @@ def test_a_load_of_an_earlier_leadership_neither_installs_nor_ends_the_current_o
         first_read, second_read = asyncio.Event(), asyncio.Event()
         reads: list[int] = []
 
-        def offsets(n: int) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
-            return {"g": {TopicPartition("t", 0): OffsetAndMetadata(n, -1, "", 0)}}
+        def offsets(n: int) -> LoadedGroups:
+            return LoadedGroups({"g": {TopicPartition("t", 0): OffsetAndMetadata(n, -1, "", 0)}})
 
-        async def read_groups(partition: int) -> tuple[object, dict[str, object]]:
+        async def read_groups(partition: int) -> LoadedGroups:
             reads.append(partition)
             if len(reads) == 1:
                 await first_read.wait()
-                return offsets(5), {}  # what the log held before the other leader's commits
+                return offsets(5)  # what the log held before the other leader's commits
             await second_read.wait()
-            return offsets(9), {}
+            return offsets(9)
 
         gc.metadata_manager.read_groups = read_groups  # type: ignore[method-assign,assignment]
         gc._on_leadership_change(tp, False)
@@ -392,3 +398,87 @@ def test_the_load_skips_transaction_markers(tmp_path: Path) -> None:
         await gc.close()
 
     asyncio.run(run())
+
+
+def _txn_commit(group: str, offset: int, producer_id: int, base_offset: int) -> bytes:
+    return build_batch(
+        [_commit(group, offset)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=0,
+        partition_leader_epoch=0,
+        transactional=True,
+    )
+
+
+def _marker(producer_id: int, commit: bool, base_offset: int) -> bytes:
+    marker = bytearray(build_end_txn_marker(producer_id, 0, 0, commit, timestamp=0))
+    struct.pack_into(">q", marker, 0, base_offset)
+    struct.pack_into(">i", marker, 12, 0)  # partition leader epoch: outside the CRC
+    return bytes(marker)
+
+
+def test_offsets_of_transactions_count_from_their_commit_marker_on_load(tmp_path: Path) -> None:
+    """What a new coordinator reads: offsets committed in a transaction count once its
+    commit marker is in, never if it aborted, and stay pending (a consumer that
+    requires stable offsets waits) while its end is not in the log; a plain commit
+    written after a transaction's offsets wins over them."""
+
+    async def run() -> None:
+        t1, t2 = TopicPartition("t", 1), TopicPartition("t", 2)
+
+        def commit_of(tp: TopicPartition, offset: int) -> tuple[bytes, bytes]:
+            return (
+                encode_offset_key(OffsetKey("g", tp.topic, tp.partition)),
+                _commit("g", offset)[1],
+            )
+
+        batches = [
+            _txn_commit("g", 10, producer_id=7, base_offset=0),  # T0 = 10 in txn 7
+            _txn_commit("g", 20, producer_id=8, base_offset=1),  # T0 = 20 in txn 8
+            build_batch([commit_of(t1, 3)], base_offset=2, partition_leader_epoch=0),
+            build_batch(
+                [commit_of(t2, 30)],
+                base_offset=3,
+                producer_id=9,
+                producer_epoch=0,
+                partition_leader_epoch=0,
+                transactional=True,
+            ),
+            _marker(7, commit=True, base_offset=4),
+            _marker(8, commit=False, base_offset=5),
+        ]
+        gc = await _fail_over_to_broker_1(tmp_path, batches, leader_hw=6)
+        error, committed = gc.fetch_offsets("g", [T0, t1, t2])
+        assert error == ErrorCode.none
+        assert committed[T0] is not None and committed[T0].offset == 10  # 8 aborted
+        assert committed[t1] is not None and committed[t1].offset == 3
+        assert committed[t2] is None  # txn 9 has not ended
+        assert gc.unstable_offsets("g", [T0, t1, t2]) == {t2}
+        gc.on_transaction_completed(9, [0], committed=True)
+        _, committed = gc.fetch_offsets("g", [t2])
+        assert committed[t2] is not None and committed[t2].offset == 30
+        assert gc.unstable_offsets("g", [T0, t1, t2]) == set()
+        await gc.close()
+
+    asyncio.run(run())
+
+
+def test_a_transaction_committed_after_a_plain_commit_does_not_undo_a_later_one() -> None:
+    """Kafka's rule, by position in the log: a transaction's offset replaces the
+    committed one only if its record was written after it."""
+    group = GroupMetadata("g")
+    value = OffsetAndMetadata
+    entries = group.prepare_txn_offset_commit(7, {T0: value(10, -1, "", 0)})
+    group.on_txn_offset_commit_append(7, entries, position=5)
+    group.complete_offset_commit({T0: value(11, -1, "", 0)}, written=True, position=6)
+    group.complete_txn_offset_commit(7, committed=True)
+    assert group.offsets[T0].offset == 11
+    entries = group.prepare_txn_offset_commit(8, {T0: value(12, -1, "", 0)})
+    group.on_txn_offset_commit_append(8, entries, position=7)
+    assert group.has_pending_offset_commit(T0)
+    group.complete_txn_offset_commit(8, committed=True)
+    assert group.offsets[T0].offset == 12 and not group.has_pending_offset_commit(T0)
+    failed = group.prepare_txn_offset_commit(9, {T0: value(13, -1, "", 0)})
+    group.on_txn_offset_commit_append(9, failed, position=-1)  # the append failed
+    assert not group.pending_txn_offsets and not group.has_pending_offset_commit(T0)

@@ -211,6 +211,10 @@ fetch_partitions = st.builds(
     preferred_read_replica=st.integers(-1, 5),
     diverging_epoch=st.one_of(st.none(), st.tuples(st.integers(0, 10), st.integers(0, 2**40))),
     current_leader=st.one_of(st.none(), st.tuples(st.integers(0, 10), st.integers(0, 10))),
+    aborted_transactions=st.one_of(
+        st.none(),
+        st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**40)), max_size=3),
+    ),
 )
 
 
@@ -251,7 +255,12 @@ def test_fetch_response_encode_matches_kio(
             error_code=ErrorCode(p.error_code),
             high_watermark=p.high_watermark,
             last_stable_offset=p.last_stable_offset,
-            aborted_transactions=None,
+            aborted_transactions=None
+            if p.aborted_transactions is None
+            else tuple(
+                nested(part_cls, "aborted_transactions")(producer_id=pid, first_offset=first)
+                for pid, first in p.aborted_transactions
+            ),
             records=None if p.records is None else bytes(p.records),  # type: ignore[arg-type]
         )
         if "log_start_offset" in pfields:

@@ -89,8 +89,11 @@ def test_write_options() -> None:
         parse_write_options({**B, "kafka.key.serializer": "x"}, streaming=False)
     with pytest.raises(InvalidOptionError, match=r"kafka\.bootstrap\.servers"):
         parse_write_options({"topic": "t"}, streaming=False)
-    with pytest.raises(InvalidOptionError, match="exactlyOnce"):
-        parse_write_options({**B, "topic": "t", "exactlyOnce": "true"}, streaming=False)
+    assert parse_write_options({**B, "topic": "t", "exactlyOnce": "true"}, streaming=False)
+    with pytest.raises(InvalidOptionError, match=r"kafka\.transactional\.id"):
+        parse_write_options(
+            {**B, "exactlyOnce": "true", "kafka.transactional.id": "x"}, streaming=True
+        )
     assert parse_write_options({**B, "exactlyOnce": "true"}, streaming=True).exactly_once
 
 

@@ -116,6 +116,15 @@ class DemoRun:
     def group(self) -> str:
         return f"{self.orders_topic}-pipeline"
 
+    @property
+    def writes_topic(self) -> str:
+        """Where the exactly-once sink of the totals keeps its bookkeeping offsets."""
+        return f"{self.totals_topic}-writes"
+
+    def is_sink_group(self, group_id: str) -> bool:
+        """A bookkeeping group of the totals sink (moldau.spark.exactly_once)."""
+        return group_id.startswith("moldau-spark-") and f"-{self.totals_topic}-" in group_id
+
     @staticmethod
     def new(events: int, bootstrap: str | None, made_work_dir: bool) -> DemoRun:
         run_id = uuid.uuid4().hex[:6]
@@ -154,6 +163,7 @@ def _create_topics(bootstrap: str, run: DemoRun) -> None:
         [
             NewTopic(run.orders_topic, 3, -1),
             NewTopic(run.totals_topic, 1, -1, config={"cleanup.policy": "compact"}),
+            NewTopic(run.writes_topic, 1, -1, config={"cleanup.policy": "compact"}),
         ]
     )
     for topic, future in futures.items():
@@ -178,12 +188,14 @@ def _check_topics(bootstrap: str, run: DemoRun, work: Path) -> None:
 
 
 def _remove_from_broker(bootstrap: str, run: DemoRun) -> None:
-    """Delete the run's topics and consumer group, where they are."""
+    """Delete the run's topics and consumer groups, where they are."""
     admin, watch = _admin(bootstrap)
     gone = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.GROUP_ID_NOT_FOUND)
+    listed = wait_result(admin, watch, admin.list_consumer_groups(), "the groups to be listed")
+    groups = [run.group, *(g.group_id for g in listed.valid if run.is_sink_group(g.group_id))]
     futures = {
-        **admin.delete_topics([run.orders_topic, run.totals_topic]),
-        **admin.delete_consumer_groups([run.group]),
+        **admin.delete_topics([run.orders_topic, run.totals_topic, run.writes_topic]),
+        **admin.delete_consumer_groups(groups),
     }
     for name, future in futures.items():
         try:
@@ -305,8 +317,8 @@ def run(args: argparse.Namespace) -> int:
              f"{_resume_command(work)}")  # fmt: skip
     elif outcome == "mismatch" or args.keep:
         _say(
-            f"kept {work}, topics {state.orders_topic} and {state.totals_topic}, "
-            f"group {state.group}"
+            f"kept {work}, topics {state.orders_topic}, {state.totals_topic} and "
+            f"{state.writes_topic}, group {state.group}"
         )
     else:
         if state.bootstrap is not None:
@@ -314,7 +326,8 @@ def run(args: argparse.Namespace) -> int:
         _remove_work(work, state)
         where = work if state.made_work_dir else f"the run's files in {work}"
         _say(
-            f"removed topics {state.orders_topic} and {state.totals_topic}, group {state.group} "
+            f"removed topics {state.orders_topic}, {state.totals_topic} and "
+            f"{state.writes_topic}, group {state.group}, the sink's bookkeeping groups "
             f"and {where} (--keep keeps them)"
         )
     return 1 if outcome == "mismatch" else 0

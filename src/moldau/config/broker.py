@@ -243,20 +243,37 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("socket.send.buffer.bytes", T.INT, 102_400, I.LOW, "SO_SNDBUF (-1: OS default)."),
         ConfigKey("socket.receive.buffer.bytes", T.INT, 102_400, I.LOW,
                   "SO_RCVBUF (-1: OS default)."),
-        ConfigKey("transaction.state.log.replication.factor", T.SHORT, 3, I.LOW,
-                  "Accepted, unused."),
-        ConfigKey("transaction.state.log.min.isr", T.INT, 2, I.LOW, "Accepted, unused."),
+        ConfigKey("request.timeout.ms", T.INT, 30_000, I.MEDIUM,
+                  "How long a broker waits for another to answer a request it sent on "
+                  "its own behalf (transaction markers).", at_least(0)),
+        ConfigKey("transaction.state.log.num.partitions", T.INT, 50, I.HIGH,
+                  "Partitions of __transaction_state.", at_least(1)),
+        ConfigKey("transaction.state.log.replication.factor", T.SHORT, 3, I.HIGH,
+                  "Replication factor of __transaction_state (as for __consumer_offsets, "
+                  "the embedded broker alone uses 1 unless this is set).", at_least(1)),
+        ConfigKey("transaction.state.log.min.isr", T.INT, 2, I.HIGH,
+                  "min.insync.replicas of __transaction_state (capped by its replication "
+                  "factor).", at_least(1)),
+        ConfigKey("transaction.state.log.segment.bytes", T.INT, 104_857_600, I.HIGH,
+                  "Segment size of __transaction_state.", at_least(1)),
+        ConfigKey("transaction.max.timeout.ms", T.INT, 900_000, I.HIGH,
+                  "The longest transaction.timeout.ms a producer may ask for.", at_least(1)),
+        ConfigKey("transactional.id.expiration.ms", T.INT, 604_800_000, I.HIGH,
+                  "How long a transactional id with no transaction going is remembered.",
+                  at_least(1)),
+        ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10_000,
+                  I.LOW, "How often the coordinator looks for transactions past their "
+                  "timeout, to abort them.", at_least(1)),
+        ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT,
+                  3_600_000, I.LOW, "How often expired transactional ids are removed.",
+                  at_least(1)),
         ConfigKey("producer.id.expiration.ms", T.INT, 86_400_000, I.LOW,
-                  "The time in ms that a topic partition leader will wait before expiring "
-                  "producer IDs (measured from the timestamp of the producer's last batch). "
-                  "Note that producer IDs may expire sooner if the last write from the "
-                  "producer ID is deleted due to the topic's retention settings. Setting "
-                  "this value the same or higher than delivery.timeout.ms can help prevent "
-                  "expiration during retries and protect against message duplication.",
+                  "How long a partition remembers an idempotent producer after the "
+                  "timestamp of its last batch; a retry that comes later may be written "
+                  "twice. Retention that removes its last batch forgets it sooner.",
                   at_least(1)),
         ConfigKey("producer.id.expiration.check.interval.ms", T.INT, 600_000, I.LOW,
-                  "The interval at which to remove producer IDs that have expired due to "
-                  "producer.id.expiration.ms passing.", at_least(1)),
+                  "How often expired producer ids are looked for.", at_least(1)),
         ConfigKey("group.initial.rebalance.delay.ms", T.INT, 3000, I.MEDIUM,
                   "Delay of the first rebalance of a new group."),
         ConfigKey("group.min.session.timeout.ms", T.INT, 6000, I.MEDIUM,

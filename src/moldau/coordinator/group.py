@@ -69,6 +69,14 @@ class MemberMetadata:
         return next(name for name, _ in self.protocols if name in candidates)
 
 
+@dataclass(slots=True)
+class TxnOffset:
+    """An offset committed in a transaction, and where its record lies in the log."""
+
+    value: Any  # OffsetAndMetadata
+    position: int = -1
+
+
 @dataclass
 class GroupMetadata:
     group_id: str
@@ -88,6 +96,13 @@ class GroupMetadata:
     # Commits appended but not yet acknowledged (acks=all): partition -> the offset
     # of its latest one (Kafka's pendingOffsetCommits). Expiry leaves them alone.
     pending_offset_commits: dict[TopicPartition, Any] = field(default_factory=dict)
+    # The log offset of each committed offset's record (-1: not known): a transaction's
+    # commit replaces only offsets written before its own (Kafka's olderThan).
+    offset_positions: dict[TopicPartition, int] = field(default_factory=dict)
+    # Offsets committed in transactions not yet ended: producer id -> partition ->
+    # the offset and the log offset of its record (-1 until appended). They become
+    # the group's on the transaction's commit marker and vanish on its abort.
+    pending_txn_offsets: dict[int, dict[TopicPartition, TxnOffset]] = field(default_factory=dict)
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:
@@ -102,19 +117,76 @@ class GroupMetadata:
     def prepare_offset_commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
         self.pending_offset_commits.update(offsets)
 
-    def complete_offset_commit(self, offsets: Mapping[TopicPartition, Any], written: bool) -> None:
-        """The commit of `offsets` is acknowledged (`written`) or failed. A partition
-        stays pending while a later commit of it is still in flight (compared by
-        identity: an equal offset committed twice is still two commits)."""
+    def complete_offset_commit(
+        self, offsets: Mapping[TopicPartition, Any], written: bool, position: int = -1
+    ) -> None:
+        """The commit of `offsets` is acknowledged (`written`, its record at log offset
+        `position`) or failed. A partition stays pending while a later commit of it
+        is still in flight (compared by identity: an equal offset committed twice is
+        still two commits)."""
         if written:
             self.offsets.update(offsets)
+            for tp in offsets:
+                self.offset_positions[tp] = position
         for tp, offset in offsets.items():
             if self.pending_offset_commits.get(tp) is offset:
                 del self.pending_offset_commits[tp]
 
     def has_offsets(self) -> bool:
         """Committed offsets, or commits on their way (Kafka's hasOffsets)."""
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_txn_offsets)
+        )
+
+    def has_pending_offset_commit(self, tp: TopicPartition) -> bool:
+        """A commit of `tp` is on its way, or waits for its transaction's end: an
+        OffsetFetch that requires stable offsets is told UNSTABLE_OFFSET_COMMIT."""
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_txn_offsets.values()
+        )
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: Mapping[TopicPartition, Any]
+    ) -> dict[TopicPartition, TxnOffset]:
+        """Offsets of a TxnOffsetCommit about to be appended: pending, not yet
+        appended. Returns the entries, for `on_txn_offset_commit_append`."""
+        entries = {tp: TxnOffset(value) for tp, value in offsets.items()}
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
+        return entries
+
+    def on_txn_offset_commit_append(
+        self, producer_id: int, entries: Mapping[TopicPartition, TxnOffset], position: int
+    ) -> None:
+        """The append of `entries` ended: at `position` in the log, or failed (-1),
+        in which case they are no longer pending (unless a later commit of the
+        same partition replaced them meanwhile)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return  # the transaction ended meanwhile
+        for tp, entry in entries.items():
+            if pending.get(tp) is not entry:
+                continue
+            if position >= 0:
+                entry.position = position
+            else:
+                del pending[tp]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def complete_txn_offset_commit(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended (its marker is in the log): on commit its
+        offsets become the group's, except where a later commit is already there."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not pending or not committed:
+            return
+        for tp, entry in pending.items():
+            if entry.position < 0:
+                continue  # never appended: nothing of it is in the log
+            if self.offset_positions.get(tp, -1) < entry.position:
+                self.offsets[tp] = entry.value
+                self.offset_positions[tp] = entry.position
 
     # -- members -------------------------------------------------------------------------
 

@@ -210,21 +210,24 @@ class GroupCoordinator:
                 self.loading.discard(partition)
 
     async def _load_groups(self, partition: int, leadership: int) -> None:
-        offsets, metadata = await self.metadata_manager.read_groups(partition)
+        loaded = await self.metadata_manager.read_groups(partition)
         if self._leadership_changes.get(partition) != leadership:
             return  # led elsewhere meanwhile, or again here: that leadership's load counts
-        loaded = 0
-        for group_id in set(offsets) | set(metadata):
-            value = metadata.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+        count = 0
+        for group_id in loaded.group_ids():
+            value = loaded.metadata.get(group_id)
+            group_offsets = loaded.offsets.get(group_id, {})
+            pending = loaded.pending_txn.get(group_id, {})
+            if value is None and not group_offsets and not pending:
                 continue
             group = self._restore(group_id, value)
             group.offsets = group_offsets
+            group.offset_positions = loaded.positions.get(group_id, {})
+            group.pending_txn_offsets = pending
             self.groups[group_id] = group
-            loaded += 1
-        if loaded:
-            log.info("loaded %d groups from %s-%d", loaded, CONSUMER_OFFSETS, partition)
+            count += 1
+        if count:
+            log.info("loaded %d groups from %s-%d", count, CONSUMER_OFFSETS, partition)
 
     def _restore(self, group_id: str, value: GroupMetadataValue | None) -> GroupMetadata:
         group = GroupMetadata(group_id)
@@ -808,13 +811,85 @@ class GroupCoordinator:
             # tombstone that would follow it in the log and win after a failover.
             group.prepare_offset_commit(accepted)
 
-            def committed(code: ErrorCode) -> None:
-                group.complete_offset_commit(accepted, code == ErrorCode.none)
+            def committed(code: ErrorCode, position: int) -> None:
+                group.complete_offset_commit(accepted, code == ErrorCode.none, position)
 
-            code = await self.metadata_manager.append(group_id, records, committed)
+            code, _ = await self.metadata_manager.append_at(group_id, records, committed)
             for tp in accepted:
                 results[tp] = code
         return results
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartition, OffsetCommitEntry],
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): the offsets are written as
+        records of the producer's transaction and stay pending until its marker. The
+        group's generation and member are checked when the client names them
+        (KIP-447), so a zombie of an older generation cannot commit."""
+        error = self._check_coordinator(group_id)
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = GroupMetadata(group_id, current_state_timestamp_ms=self._now())
+            self.groups[group_id] = group
+        if group.state == GroupState.DEAD:
+            error = ErrorCode.coordinator_not_available
+        elif member_id and not group.has(member_id):
+            error = ErrorCode.unknown_member_id
+        elif group_instance_id is not None and (
+            group.static_members.get(group_instance_id, member_id) != member_id
+        ):
+            error = ErrorCode.fenced_instance_id
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.illegal_generation
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        now = self._now()
+        for tp, entry in offsets.items():
+            metadata = entry.metadata or ""
+            if len(metadata.encode()) > self.config.max_metadata_size:
+                results[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now)
+            accepted[tp] = value
+            key = encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition))
+            records.append((key, encode_offset_value(value)))
+        if records:
+            entries = group.prepare_txn_offset_commit(producer_id, accepted)
+
+            def appended(code: ErrorCode, position: int) -> None:
+                group.on_txn_offset_commit_append(
+                    producer_id, entries, position if code == ErrorCode.none else -1
+                )
+
+            code, _ = await self.metadata_manager.append_at(
+                group_id, records, appended, producer_id, producer_epoch
+            )
+            for tp in accepted:
+                results[tp] = code
+        return results
+
+    def on_transaction_completed(
+        self, producer_id: int, offsets_partitions: Iterable[int], committed: bool
+    ) -> None:
+        """A transaction's marker is in these offsets partitions: its offsets become
+        their groups' on commit, and are dropped on abort (Kafka's
+        scheduleHandleTxnCompletion)."""
+        partitions = set(offsets_partitions)
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) in partitions:
+                group.complete_txn_offset_commit(producer_id, committed)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
@@ -828,6 +903,16 @@ class GroupCoordinator:
         if partitions is None:
             return ErrorCode.none, dict(committed)
         return ErrorCode.none, {tp: committed.get(tp) for tp in partitions}
+
+    def unstable_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> set[TopicPartition]:
+        """Those of `partitions` with a commit on its way or in an open transaction:
+        OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT (KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for tp in partitions if group.has_pending_offset_commit(tp)}
 
     def cleanup_expired_offsets(self) -> list[tuple[str, list[tuple[bytes, bytes | None]]]]:
         """Expire offsets as Kafka does (offsets.retention.minutes): all of an empty

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from moldau.clock import Clock
-from moldau.coordinator.group import GroupMetadata, GroupState
+from moldau.coordinator.group import GroupMetadata, GroupState, TxnOffset
 from moldau.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -25,9 +26,16 @@ from moldau.coordinator.records import (
 )
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.produce import ProducePartitionResponse
-from moldau.protocol.records import BatchHeader, build_batch, iter_records
+from moldau.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    build_batch,
+    iter_records,
+    read_end_txn_marker,
+)
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import AppendOrigin
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 # How many batches of the offsets log are read before yielding to other work.
@@ -36,6 +44,30 @@ _LOAD_BATCHES_PER_STEP = 500
 # group id -> its committed offsets; group id -> its metadata (None: deleted)
 GroupOffsets = dict[str, dict[TopicPartition, OffsetAndMetadata]]
 GroupValues = dict[str, GroupMetadataValue | None]
+
+
+@dataclass
+class LoadedGroups:
+    """What a load read from one offsets partition."""
+
+    offsets: GroupOffsets = field(default_factory=dict)
+    # group -> partition -> log offset of the record of its committed offset
+    positions: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    metadata: GroupValues = field(default_factory=dict)
+    # group -> producer id -> offsets of a transaction whose end is not in the log yet
+    pending_txn: dict[str, dict[int, dict[TopicPartition, TxnOffset]]] = field(default_factory=dict)
+
+    def apply_txn_commit(self, group_id: str, entries: Mapping[TopicPartition, TxnOffset]) -> None:
+        """A transaction's commit marker: its offsets replace those written before it."""
+        offsets = self.offsets.setdefault(group_id, {})
+        positions = self.positions.setdefault(group_id, {})
+        for tp, entry in entries.items():
+            if positions.get(tp, -1) < entry.position:
+                offsets[tp] = entry.value
+                positions[tp] = entry.position
+
+    def group_ids(self) -> set[str]:
+        return set(self.offsets) | set(self.metadata) | set(self.pending_txn)
 
 
 def java_string_hash(s: str) -> int:
@@ -72,18 +104,21 @@ class GroupMetadataManager:
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.num_partitions)
 
-    async def read_groups(self, partition: int) -> tuple[GroupOffsets, GroupValues]:
+    async def read_groups(self, partition: int) -> LoadedGroups:
         """What one offsets partition holds, up to its log end (Kafka's
         FetchIsolation.LOG_END): the last word on each group's offsets and metadata.
         Not up to the high watermark: a new leader's lags its log end until its
         followers fetch again, yet what lies between was acknowledged by the old
         leader (acks=all reached this replica), and a leader never cuts its own log.
-        Yields to other work every _LOAD_BATCHES_PER_STEP batches."""
-        offsets: GroupOffsets = {}
-        metadata: GroupValues = {}
+        Offsets committed in a transaction count once its commit marker is read, and
+        stay pending if its end is not in the log yet. Yields to other work every
+        _LOAD_BATCHES_PER_STEP batches."""
+        loaded = LoadedGroups()
+        # producer id -> group -> partition -> its offset (of a transaction not ended)
+        open_txns: dict[int, dict[str, dict[TopicPartition, TxnOffset]]] = {}
         p = self.replica_manager.get_partition(TopicPartition(CONSUMER_OFFSETS, partition))
         if p is None or p.log is None:
-            return offsets, metadata
+            return loaded
         lg = p.log
         position = lg.log_start_offset
         while position < lg.log_end_offset:
@@ -97,27 +132,42 @@ class GroupMetadataManager:
                 header = BatchHeader.parse(batch)
                 position = header.last_offset + 1
                 if header.is_control:
-                    # A transaction's marker: its key is a control key, not a group
-                    # record's (Kafka's loader acts on it for pending transactional
-                    # offsets; until transactions exist there are none to act on).
+                    # A transaction's end: its offsets become the groups' on commit.
+                    ended = open_txns.pop(header.producer_id, {})
+                    kind, _ = read_end_txn_marker(batch)
+                    if kind == ControlRecordType.COMMIT:
+                        for group_id, entries in ended.items():
+                            loaded.apply_txn_commit(group_id, entries)
                     continue
                 for record in iter_records(batch):
                     if record.key is None:
                         continue
                     key = decode_key(record.key)
                     if isinstance(key, OffsetKey):
-                        group_offsets = offsets.setdefault(key.group, {})
                         ktp = TopicPartition(key.topic, key.partition)
+                        if header.is_transactional:
+                            if record.value is not None:
+                                value = decode_offset_value(record.value)
+                                by_group = open_txns.setdefault(header.producer_id, {})
+                                by_group.setdefault(key.group, {})[ktp] = TxnOffset(
+                                    value, record.offset
+                                )
+                            continue
+                        group_offsets = loaded.offsets.setdefault(key.group, {})
                         if record.value is None:
                             group_offsets.pop(ktp, None)
                         else:
                             group_offsets[ktp] = decode_offset_value(record.value)
+                            loaded.positions.setdefault(key.group, {})[ktp] = record.offset
                     elif isinstance(key, GroupMetadataKey):
-                        metadata[key.group] = (
+                        loaded.metadata[key.group] = (
                             None if record.value is None else decode_group_value(record.value)
                         )
             await asyncio.sleep(0)
-        return offsets, metadata
+        for producer_id, by_group in open_txns.items():
+            for group_id, entries in by_group.items():
+                loaded.pending_txn.setdefault(group_id, {})[producer_id] = entries
+        return loaded
 
     async def store_group(
         self,
@@ -158,19 +208,50 @@ class GroupMetadataManager:
         the coordinator's state when the append completes, as Kafka's cache callback
         does: it runs even if the request that asked has gone (its client hung up and
         its task was cancelled), so the log and the state never disagree."""
-        batch = build_batch(records, timestamp=self.clock.milliseconds())
+        code, _ = await self.append_at(
+            group_id, records, None if on_written is None else lambda c, _: on_written(c)
+        )
+        return code
+
+    async def append_at(
+        self,
+        group_id: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        on_written: Callable[[ErrorCode, int], None] | None = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[ErrorCode, int]:
+        """`append`, which also tells where the records went (their first offset,
+        -1 if not written); with a producer id, as records of its transaction."""
+        transactional = producer_id >= 0
+        batch = build_batch(
+            records,
+            timestamp=self.clock.milliseconds(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            # As Kafka writes them: sequence 0 every time (a coordinator's append has
+            # its epoch checked, not its sequence).
+            base_sequence=0 if transactional else -1,
+            transactional=transactional,
+        )
         tp = TopicPartition(CONSUMER_OFFSETS, self.partition_for(group_id))
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[tuple[ErrorCode, int]] = asyncio.get_running_loop().create_future()
 
         def done(responses: Mapping[TopicPartition, ProducePartitionResponse]) -> None:
-            code = commit_error(ErrorCode(responses[tp].error_code))
+            response = responses[tp]
+            code = commit_error(ErrorCode(response.error_code))
+            position = response.base_offset if code == ErrorCode.none else -1
             if on_written is not None:
-                on_written(code)
+                on_written(code, position)
             if not future.done():
-                future.set_result(code)
+                future.set_result((code, position))
 
         self.replica_manager.append_records(
-            -1, self.commit_timeout_ms, {tp: memoryview(batch)}, done
+            -1,
+            self.commit_timeout_ms,
+            {tp: memoryview(batch)},
+            done,
+            origin=AppendOrigin.COORDINATOR,
         )
         return await future
 

@@ -39,6 +39,9 @@ class FetchPartitionResult:
     diverging_epoch: tuple[int, int] | None = None
     # (leader id, leader epoch) when this broker is not the leader (tag 1, v12+).
     current_leader: tuple[int, int] | None = None
+    # (producer id, first offset) of each aborted transaction a read_committed
+    # fetch must drop (v4+); None (null) for read_uncommitted.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -85,8 +88,16 @@ def encode_fetch_response(
                 w.int64(p.last_stable_offset)
                 if version >= 5:
                     w.int64(p.log_start_offset)
-                # aborted_transactions: null, as there are no transactions to abort.
-                w.array_length(-1, flexible)
+                aborted = p.aborted_transactions
+                if aborted is None:
+                    w.array_length(-1, flexible)
+                else:
+                    w.array_length(len(aborted), flexible)
+                    for producer_id, first_offset in aborted:
+                        w.int64(producer_id)
+                        w.int64(first_offset)
+                        if flexible:
+                            w.empty_tagged_fields()
             if version >= 11:
                 w.int32(p.preferred_read_replica)
             records = p.records

@@ -390,6 +390,7 @@ def build_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = -1,
     log_append_time: bool = False,
+    transactional: bool = False,
 ) -> bytes:
     """Encode a v2 batch of (key, value[, headers]) records. Used to write the
     broker's own records (e.g. committed offsets) and by tests."""
@@ -416,6 +417,8 @@ def build_batch(
         body += _zigzag(len(r)) + r
     payload = compress(compression, bytes(body), compression_level)
     attributes = int(compression) | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
+    if transactional:
+        attributes |= ATTR_TRANSACTIONAL
     max_ts = max(stamps) if stamps else timestamp
     header = bytearray(
         _HEADER.pack(
@@ -520,3 +523,78 @@ def rebuild_batch(batch: Buffer, keep: Sequence[Record]) -> bytes:
     out += payload
     struct.pack_into(">I", out, OFFSET_CRC, compute_crc(out))
     return bytes(out)
+
+
+# -- transaction markers (control batches) ---------------------------------------------
+
+
+class ControlRecordType(IntEnum):
+    """The type a control record's key names (Kafka's ControlRecordType)."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+_CONTROL_VERSION = 0
+
+
+def build_end_txn_marker(
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    commit: bool,
+    timestamp: int,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """The control batch that ends a producer's transaction on a partition (Kafka's
+    MemoryRecords.withEndTransactionMarker): transactional and control, no base
+    sequence, one record whose key names the type and whose value carries the
+    coordinator epoch. Its offsets are assigned on append."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    key = _CONTROL_KEY.pack(_CONTROL_VERSION, kind)
+    value = _MARKER_VALUE.pack(_CONTROL_VERSION, coordinator_epoch)
+    batch = bytearray(
+        build_batch(
+            [(key, value)],
+            timestamp=timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            partition_leader_epoch=partition_leader_epoch,
+            transactional=True,
+        )
+    )
+    struct.pack_into(">h", batch, OFFSET_ATTRIBUTES, ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    struct.pack_into(">I", batch, OFFSET_CRC, compute_crc(batch))
+    return bytes(batch)
+
+
+def read_end_txn_marker(batch: Buffer) -> tuple[ControlRecordType, int]:
+    """(type, coordinator epoch) of a transaction marker batch. A control batch
+    whose record is not a marker, or cannot be read, is refused."""
+    h = BatchHeader.parse(batch)
+    if not h.is_control:
+        raise InvalidRecordError("not a control batch")
+    try:
+        records = list(iter_records(batch))
+    except DecodeError as e:
+        raise CorruptMessageError(f"control record cannot be read: {e}") from e
+    if len(records) != 1:
+        raise InvalidRecordError(f"a control batch holds {len(records)} records, not 1")
+    key, value = records[0].key, records[0].value
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise InvalidRecordError("control record has no valid key")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise InvalidRecordError(f"control record key version {version} is invalid")
+    if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        raise InvalidRecordError(f"control record type {kind} is not a transaction marker")
+    # Kafka reads the fields it knows of a newer version and ignores the rest.
+    if value is None or len(value) < _MARKER_VALUE.size:
+        raise InvalidRecordError("transaction marker has no valid value")
+    value_version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
+    if value_version < 0:
+        raise InvalidRecordError(f"transaction marker version {value_version} is invalid")
+    return ControlRecordType(kind), int(coordinator_epoch)

@@ -48,6 +48,8 @@ from moldau.storage.log import FetchDataInfo, Log, LogAppendInfo
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import AppendOrigin, VerificationGuard
+from moldau.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,9 @@ class LogReadInfo:
     last_stable_offset: int
     # (epoch, end offset) where a follower's log leaves the leader's (no data then)
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed: the aborted transactions overlapping what was read (None for
+    # the other isolations).
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 class Partition:
@@ -115,7 +120,7 @@ class Partition:
         self.controller_epoch = -1
         self.assigned_replicas: list[int] = []
         self.isr_state: IsrState = CommittedIsr(frozenset())
-        self.high_watermark = 0
+        self._high_watermark = 0
         self.remote_replicas: dict[int, RemoteReplica] = {}
         # The log end offset when this broker's leader epoch began: a follower joins
         # the ISR only once it has everything from before it led (Kafka's
@@ -129,6 +134,28 @@ class Partition:
         self.is_broker_alive = is_broker_alive or (lambda _: True)
         # Called when an ISR change the controller confirmed moved the HW.
         self.on_high_watermark_moved: Callable[[Partition], None] | None = None
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        # Transactions whose marker it passes become stable (leader and follower).
+        self._high_watermark = value
+        if self.log is not None:
+            self.log.producer_state.on_high_watermark_updated(value)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: the first unstable offset,
+        if below the high watermark, else the high watermark (Kafka's
+        fetchLastStableOffsetMetadata)."""
+        hw = self._high_watermark
+        if self.log is None:
+            return hw
+        first = self.log.first_unstable_offset
+        return hw if first is None or first >= hw else first
 
     @property
     def isr(self) -> frozenset[int]:
@@ -386,7 +413,13 @@ class Partition:
 
     # -- produce -------------------------------------------------------------------------
 
-    def append_records_to_leader(self, batch: memoryview, required_acks: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self,
+        batch: memoryview,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.local_broker_id} is not the leader of {self.tp}"
@@ -397,7 +430,39 @@ class Partition:
             raise NotEnoughReplicasError(
                 f"ISR of {self.tp} has {len(self.isr)} members, min.insync.replicas is {min_isr}"
             )
-        info = lg.append_as_leader(batch, self.leader_epoch)
+        info = lg.append_as_leader(batch, self.leader_epoch, origin, verification_guard)
+        self.maybe_increment_leader_hw()
+        return info
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """See Log.maybe_start_transaction_verification (leader only)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        return self._local_log().maybe_start_transaction_verification(producer_id, sequence, epoch)
+
+    def append_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> LogAppendInfo:
+        """Write a transaction marker as leader. Kafka appends markers with
+        requiredAcks=-1: an ISR smaller than min.insync.replicas refuses it
+        (NOT_ENOUGH_REPLICAS), and the coordinator retries."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        lg = self._local_log()
+        min_isr = lg.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"ISR of {self.tp} has {len(self.isr)} members, min.insync.replicas is {min_isr}"
+            )
+        info = lg.append_end_txn_marker(
+            producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch
+        )
         self.maybe_increment_leader_hw()
         return info
 
@@ -489,6 +554,7 @@ class Partition:
         # Read the offsets before reading data: an append between the two must not
         # make a consumer see data above the HW it was told.
         hw = self.high_watermark
+        lso = self.last_stable_offset
         leo = lg.log_end_offset
         if last_fetched_epoch >= 0:
             # Does the fetcher's log, which ends at `fetch_offset` in that epoch,
@@ -501,10 +567,20 @@ class Partition:
                 )
             if epoch < last_fetched_epoch or end < fetch_offset:
                 empty = FetchDataInfo(fetch_offset, b"")
-                return LogReadInfo(empty, hw, lg.log_start_offset, leo, hw, (epoch, end))
-        max_offset = leo if isolation == FetchIsolation.LOG_END else hw
+                return LogReadInfo(empty, hw, lg.log_start_offset, leo, lso, (epoch, end))
+        if isolation == FetchIsolation.LOG_END:
+            max_offset = leo
+        elif isolation == FetchIsolation.TXN_COMMITTED:
+            max_offset = lso
+        else:
+            max_offset = hw
         data = lg.read(fetch_offset, max_bytes, max_offset, min_one_message)
-        return LogReadInfo(data, hw, lg.log_start_offset, leo, hw)
+        aborted = None
+        if isolation == FetchIsolation.TXN_COMMITTED:
+            # Those overlapping [fetch_offset, LSO): a superset of what the records
+            # read need, which the consumer only applies to the batches it gets.
+            aborted = lg.collect_aborted_transactions(fetch_offset, max_offset) if data.size else []
+        return LogReadInfo(data, hw, lg.log_start_offset, leo, lso, aborted_transactions=aborted)
 
     # -- follower -----------------------------------------------------------------------
 
@@ -588,9 +664,12 @@ class Partition:
         """(timestamp, offset, leader epoch) for ListOffsets; None if none qualifies."""
         self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
         lg = self._local_log()
-        last_fetchable = (
-            lg.log_end_offset if isolation == FetchIsolation.LOG_END else self.high_watermark
-        )
+        if isolation == FetchIsolation.LOG_END:
+            last_fetchable = lg.log_end_offset
+        elif isolation == FetchIsolation.TXN_COMMITTED:
+            last_fetchable = self.last_stable_offset
+        else:
+            last_fetchable = self.high_watermark
         cache = lg.leader_epoch_cache
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start = lg.log_start_offset

@@ -28,6 +28,7 @@ from moldau.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from moldau.protocol.produce import ProducePartitionResponse
+from moldau.protocol.records import HEADER_SIZE, BatchHeader
 from moldau.protocol.uuids import ZERO_UUID
 from moldau.replication.delayed import (
     INVALID_LOW_WATERMARK,
@@ -58,6 +59,7 @@ from moldau.storage.log import EMPTY, FetchDataInfo
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import AppendOrigin, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,16 @@ class FetchParams:
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerAppend:
+    """One marker of a WriteTxnMarkers request, for one partition."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
 
 
 @dataclass(slots=True)
@@ -330,6 +342,10 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         return p.high_watermark if p is not None else 0
 
+    def last_stable_offset(self, tp: TopicPartition) -> int:
+        p = self.partitions.get(tp)
+        return p.last_stable_offset if p is not None else 0
+
     # -- control requests ----------------------------------------------------------------
 
     def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
@@ -505,9 +521,15 @@ class ReplicaManager:
         timeout_ms: int,
         entries: dict[TopicPartition, memoryview | None],
         respond: Callable[[dict[TopicPartition, ProducePartitionResponse]], None],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: dict[TopicPartition, VerificationGuard] | None = None,
     ) -> None:
         """Append to the leaders' logs; `respond` is called with every partition's
-        result, now (acks 0/1, or an error) or once the ISR has the records (acks=all)."""
+        result, now (acks 0/1, or an error) or once the ISR has the records (acks=all).
+        `origin` COORDINATOR: the broker's own coordinators write (their sequences are
+        not checked). `verification_guards`: with KIP-890 verification on, each
+        partition's guard (see `start_transaction_verification`); a transactional
+        batch without its verified guard, and no transaction open, is INVALID_TXN_STATE."""
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         status: dict[TopicPartition, ProducePartitionStatus] = {}
         stats = self.topic_stats
@@ -519,7 +541,10 @@ class ReplicaManager:
                 if batch is None:
                     raise UnknownTopicOrPartitionError("no records")
                 partition = self.get_partition_or_error(tp)
-                info = partition.append_records_to_leader(batch, required_acks)
+                guard = None
+                if verification_guards is not None:
+                    guard = verification_guards.get(tp, VerificationGuard.SENTINEL)
+                info = partition.append_records_to_leader(batch, required_acks, origin, guard)
             except KafkaError as e:
                 response.error_code = e.code
                 response.error_message = e.message or None
@@ -549,6 +574,69 @@ class ReplicaManager:
             if tp not in status:
                 status[tp] = ProducePartitionStatus(0, response, acks_pending=False)
         op = DelayedProduce(timeout_ms, status, self, respond)
+        self.produce_purgatory.try_complete_else_watch(op, list(status))
+
+    def start_transaction_verification(
+        self, entries: dict[TopicPartition, memoryview | None]
+    ) -> dict[TopicPartition, VerificationGuard]:
+        """KIP-890 part 1, before a produce: for each partition led here whose batch is
+        transactional, SENTINEL if the producer's transaction is open there, else the
+        guard to verify with the coordinator (AddPartitionsToTxn, verify only) and pass
+        to `append_records` (Kafka's appendRecordsWithTransactionVerification). Other
+        partitions are left out: their append reports their error."""
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        for tp, batch in entries.items():
+            if batch is None or len(batch) < HEADER_SIZE:
+                continue
+            header = BatchHeader.parse(batch)
+            if not header.is_transactional or header.producer_id < 0:
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None or partition.log is None or not partition.is_leader:
+                continue
+            guards[tp] = partition.maybe_start_transaction_verification(
+                header.producer_id, header.base_sequence, header.producer_epoch
+            )
+        return guards
+
+    def append_end_txn_markers(
+        self,
+        timeout_ms: int,
+        markers: dict[TopicPartition, TxnMarkerAppend],
+        respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """Write each transaction marker to its partition's log as leader, then wait
+        as acks=all does for the ISR to have it (Kafka's appendRecords with origin
+        COORDINATOR and requiredAcks -1); `respond` gets each partition's error."""
+        results: dict[TopicPartition, ProducePartitionResponse] = {}
+        status: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, marker in markers.items():
+            response = ProducePartitionResponse(tp.partition)
+            results[tp] = response
+            try:
+                partition = self.get_partition_or_error(tp)
+                info = partition.append_end_txn_marker(
+                    marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                    marker.commit,
+                )  # fmt: skip
+            except KafkaError as e:
+                response.error_code = e.code
+                continue
+            response.base_offset = info.first_offset
+            status[tp] = ProducePartitionStatus(info.last_offset + 1, response)
+            # Waiting fetches: a follower's has new data, and the LSO may have moved.
+            self.fetch_purgatory.check_and_complete(tp)
+
+        def errors(responses: dict[TopicPartition, ProducePartitionResponse]) -> None:
+            respond({tp: ErrorCode(r.error_code) for tp, r in responses.items()})
+
+        if not status:
+            errors(results)
+            return
+        for tp, response in results.items():
+            if tp not in status:
+                status[tp] = ProducePartitionStatus(0, response, acks_pending=False)
+        op = DelayedProduce(timeout_ms, status, self, errors)
         self.produce_purgatory.try_complete_else_watch(op, list(status))
 
     # -- delete records ------------------------------------------------------------------
@@ -673,7 +761,7 @@ class ReplicaManager:
                         partition_or_none.high_watermark,
                         lg.log_start_offset,
                         lg.log_end_offset,
-                        partition_or_none.high_watermark,
+                        partition_or_none.last_stable_offset,
                     )
             out.append(read)
         return out
@@ -697,11 +785,12 @@ class ReplicaManager:
         if 0 <= p.current_leader_epoch != partition.leader_epoch:
             return -1
         lg = partition.log
-        end = (
-            lg.log_end_offset
-            if params.isolation == FetchIsolation.LOG_END
-            else partition.high_watermark
-        )
+        if params.isolation == FetchIsolation.LOG_END:
+            end = lg.log_end_offset
+        elif params.isolation == FetchIsolation.TXN_COMMITTED:
+            end = partition.last_stable_offset
+        else:
+            end = partition.high_watermark
         if p.fetch_offset < lg.log_start_offset or p.fetch_offset > lg.log_end_offset:
             return -1
         if end <= p.fetch_offset:

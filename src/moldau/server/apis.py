@@ -61,7 +61,6 @@ from moldau.server.handlers.offsets import (
     handle_offset_fetch,
 )
 from moldau.server.handlers.produce import handle_produce
-from moldau.server.handlers.producer_ids import handle_init_producer_id
 from moldau.server.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -71,6 +70,17 @@ from moldau.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
+)
+from moldau.server.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_init_producer_id,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+    handle_write_txn_markers,
 )
 from moldau.server.network import Answer, CloseConnection, Connection
 from moldau.server.request import Deferred, RawBody, RequestContext
@@ -118,6 +128,14 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
 }
 
 # Advertise only what has a handler.

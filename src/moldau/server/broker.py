@@ -26,6 +26,8 @@ from moldau.controller.controller import Controller, LeaderRebalance
 from moldau.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from moldau.coordinator.offsets_topic import TooFewBrokersReport
 from moldau.coordinator.producer_ids import ProducerIdManager
+from moldau.coordinator.transaction.config import TransactionConfig
+from moldau.coordinator.transaction.coordinator import TransactionCoordinator
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import MetadataStore, StoreError
 from moldau.metadata.znodes import BrokerRegistration, EndPoint, new_cluster_id
@@ -70,6 +72,7 @@ from moldau.server.metrics_http import MetricsServer
 from moldau.server.network import SocketServer
 from moldau.server.replica_fetch_client import NetworkFetchClient
 from moldau.server.request_metrics import RequestMetrics
+from moldau.server.txn_markers import BrokerMarkerSender
 from moldau.storage.cleaner import clean, dirty_ratio
 from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.log_manager import LogManager
@@ -202,6 +205,34 @@ class Broker:
             ),
         )
         self.producer_ids = ProducerIdManager(self.broker_id, store)
+        # The transaction coordinator's link to partition leaders (WriteTxnMarkers).
+        self.marker_link = NetworkTransport(
+            self.broker_id,
+            endpoint,
+            config["request.timeout.ms"],
+            client_id=f"broker-{self.broker_id}-txn-marker-sender",
+            reachable=reachable,
+        )
+        self.txn_coordinator = TransactionCoordinator(
+            self.broker_id,
+            self.replica_manager,
+            self.producer_ids,
+            BrokerMarkerSender(self, self.marker_link),
+            self.group_coordinator.partition_for,
+            clock,
+            TransactionConfig(
+                num_partitions=config["transaction.state.log.num.partitions"],
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+                transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
+                abort_timed_out_transaction_cleanup_interval_ms=config[
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+                ],
+                remove_expired_transaction_cleanup_interval_ms=config[
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"
+                ],
+                request_timeout_ms=config["request.timeout.ms"],
+            ),
+        )
         self.admin_manager = AdminManager(
             config, TopicAdmin(self.client), self.metadata_cache, self.timer
         )
@@ -383,6 +414,7 @@ class Broker:
             config["offsets.retention.check.interval.ms"],
             self.group_coordinator.expire_offsets,
         )
+        self.txn_coordinator.start()
         self._every(
             "producer-expiration",
             config["producer.id.expiration.check.interval.ms"],
@@ -418,9 +450,8 @@ class Broker:
                     continue
                 now = self.clock.milliseconds()
                 first_dirty = manager.cleaner_checkpoints.get(tp, lg.log_start_offset)
-                # Only what is committed: until transactions, the last stable offset
-                # is the high watermark.
-                stable = self.replica_manager.high_watermark(tp)
+                # Only what is committed and decided: below the last stable offset.
+                stable = self.replica_manager.last_stable_offset(tp)
                 if dirty_ratio(lg, first_dirty, stable, now) < lg.config.min_cleanable_dirty_ratio:
                     continue
                 steps = clean(lg, first_dirty, stable, now)
@@ -714,6 +745,8 @@ class Broker:
         await self.controller.close()
         await self.config_manager.close()
         await self.group_coordinator.close()
+        await self.txn_coordinator.close()
+        await self.marker_link.close()
         self.replica_manager.shutdown(checkpoint=clean)
         if clean:
             # Off the event loop: it fsyncs, and in-process clusters run other

@@ -1,236 +1,154 @@
-"""Exactly-once output of streaming micro-batches (`exactlyOnce=true`).
+"""Exactly-once writes (`exactlyOnce=true`), on Kafka transactions, from the tasks.
 
-Spark runs a micro-batch again after a failure: a task retried, or the whole batch
-replayed after a restart, with the same input. Written straight from the tasks,
-its records would be written again. Here the tasks only hand their rows to the
-driver (in their commit messages); the driver publishes a batch once, in
-`commit(batchId)`, and keeps a marker per query in a compacted topic:
+Spark runs a task again when it fails (also after its write, before Spark heard of
+it), runs a speculative copy of a slow one, and replays a whole micro-batch after a
+restart, with the same input. Each task therefore writes its rows in one
+transaction of its own transactional id, derived from the query and the task's
+sink's topic and the task's partition, so that every attempt at the same slot has
+the same id:
 
-1. `begin`, with the log end offsets of the output partitions, before the first
-   record of the batch;
-2. the records, each with a header `moldau.spark.batch` = `<query id>:<batch id>`;
-3. `done`.
+1. `init_transactions` fences every earlier attempt at this slot (its producer can
+   no longer write or commit) and aborts its open transaction;
+2. the slot's bookkeeping is read: an offset the group `<transactional id>` commits
+   on partition 0 of the marker topic, the number of the last batch written plus
+   one. If this batch is written already, the task writes nothing;
+3. otherwise it begins a transaction, produces its rows, commits that offset in the
+   same transaction (`send_offsets_to_transaction`), and commits.
 
-A batch whose marker says `done` is skipped. A batch whose marker says `begin` died
-while publishing: the records it already wrote are found again between the offsets
-of the `begin` marker and the log end, by their header, and only the missing ones
-are written. So every row of every micro-batch lands once, as long as one query
-writes with one checkpoint (Spark allows one run per checkpoint at a time).
+Rows and bookkeeping are committed together or not at all, so a batch is written
+once whatever fails. A speculative copy running at the same time is fenced by the
+same id: whichever initialises last writes (unless the other already committed).
+Readers see only committed rows with isolation.level=read_committed.
 
-The price: a micro-batch's rows travel through the driver, so this suits the
-outputs of aggregations and other modest streams; big streams write at-least-once
-from the tasks (the default).
+The bookkeeping is a committed offset rather than a record of a topic of its own so
+that a task finds it with one OffsetFetch (KIP-447's require_stable waits out a
+commit still being completed), not by scanning a topic that grows with every batch.
 """
 
 from __future__ import annotations
 
-import json
-import time
+import contextlib
 import uuid
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
 
+import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 # confluent_kafka.admin re-exports these without an __all__ (see cli/topics.py).
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from moldau.spark.metadata import OffsetReader
-from moldau.spark.offsets import from_json, to_json
-from moldau.spark.options import Subscription
+from moldau.spark.options import WriteOptions
+from moldau.spark.writer import RecordWriter, WriteColumns
 
-BATCH_HEADER = "moldau.spark.batch"
-
-#: (topic, partition or -1, key, value, headers): a row as the producer takes it.
-OutRow = tuple[str, int, Any, Any, tuple[tuple[str, bytes | None], ...]]
+#: How long a task's transaction may stay open (Kafka's transaction.max.timeout.ms
+#: default): a task writes for up to this long before the coordinator aborts it.
+TRANSACTION_TIMEOUT_MS = 900_000
 
 
 @dataclass(frozen=True)
-class Marker:
-    batch: int
-    state: Literal["begin", "done"]
-    offsets: Mapping[str, Mapping[str, int]]
+class TaskSlot:
+    """Where a task writes: the same for every attempt at it."""
 
-    def to_bytes(self) -> bytes:
-        value = {"batch": self.batch, "state": self.state, "offsets": self.offsets}
-        return json.dumps(value, sort_keys=True).encode()
+    query_id: str
+    sink: str
+    batch_id: int
+    partition_id: int
 
-    @staticmethod
-    def from_bytes(raw: bytes) -> Marker:
-        v = json.loads(raw)
-        return Marker(int(v["batch"]), v["state"], v.get("offsets", {}))
+    @property
+    def transactional_id(self) -> str:
+        return f"moldau-spark-{self.query_id}-{self.sink}-{self.partition_id}"
 
 
-def _identity(row: OutRow) -> tuple[Any, ...]:
-    """What makes two records the same row; partition -1 means "the producer's
-    choice", so it does not count."""
-    topic, partition, key, value, headers = row
-    as_bytes = [x.encode() if isinstance(x, str) else x for x in (key, value)]
-    return (topic, partition if partition >= 0 else None, *as_bytes, headers)
+def new_batch_query_id() -> str:
+    """A batch write's own id: its tasks' retries share it, another write does not."""
+    return f"batch-{uuid.uuid4()}"
 
 
-class BatchPublisher:
-    """Publishes micro-batches of one streaming query exactly once (on the driver)."""
+def ensure_marker_topic(client_config: Mapping[str, str], topic: str, timeout_s: float) -> None:
+    """The topic whose partition 0 the bookkeeping offsets are committed on."""
+    admin = AdminClient(dict(client_config))
+    new = NewTopic(topic, 1, -1, config={"cleanup.policy": "compact"})
+    try:
+        admin.create_topics([new])[topic].result(timeout_s)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
 
-    def __init__(
-        self,
-        client_config: Mapping[str, str],
-        producer_config: Mapping[str, Any],
-        query_id: str,
-        marker_topic: str,
-        timeout_s: float = 120.0,
-    ) -> None:
-        self._client_config = dict(client_config)
-        self._producer_config = dict(producer_config)
-        self.query_id = query_id
-        self.marker_topic = marker_topic
-        self._timeout_s = timeout_s
 
-    # -- markers ------------------------------------------------------------------------
-
-    def ensure_marker_topic(self) -> None:
-        admin = AdminClient(dict(self._client_config))
-        topic = NewTopic(self.marker_topic, 1, -1, config={"cleanup.policy": "compact"})
+def write_in_transaction(
+    options: WriteOptions,
+    columns: WriteColumns,
+    slot: TaskSlot,
+    batches: Iterator[pa.RecordBatch],
+    timeout_s: float = 120.0,
+) -> int:
+    """The task's rows, once for its slot; returns how many it wrote (0 if an earlier
+    attempt at the slot already committed them)."""
+    config = options.client_config
+    txn_id = slot.transactional_id
+    writer = RecordWriter(
+        options,
+        columns,
+        {"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS},
+    )
+    producer = writer.producer
+    # Fences earlier attempts and aborts what they left open.
+    producer.init_transactions(timeout_s)
+    bookkeeping = Consumer(
+        {
+            **config,
+            "group.id": txn_id,
+            "enable.auto.commit": False,
+            # Waits until a transaction that committed the slot's offset has ended.
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        marker = TopicPartition(options.marker_topic, 0)
+        [committed] = bookkeeping.committed([marker], timeout=timeout_s)
+        if committed.error is not None:
+            raise KafkaException(committed.error)
+        if committed.offset > slot.batch_id:
+            return 0  # this batch's rows are in already
+        producer.begin_transaction()
         try:
-            admin.create_topics([topic])[self.marker_topic].result(self._timeout_s)
-        except KafkaException as e:
-            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-
-    def last_marker(self) -> Marker | None:
-        found: Marker | None = None
-        key = self.query_id.encode()
-        for m in self._read(self.marker_topic, {0: 0}):
-            if m.key() == key and m.value() is not None:
-                found = Marker.from_bytes(m.value())
-        return found
-
-    def _write_marker(self, marker: Marker) -> None:
-        self._send([(self.marker_topic, 0, self.query_id.encode(), marker.to_bytes(), ())])
-
-    # -- records ------------------------------------------------------------------------
-
-    def _send(self, rows: Iterable[OutRow], header: str | None = None) -> int:
-        failures: list[KafkaError] = []
-
-        def on_delivery(err: KafkaError | None, _msg: object) -> None:
-            if err is not None:
-                failures.append(err)
-
-        producer = Producer({**self._producer_config, "on_delivery": on_delivery})
-        sent = 0
-        for topic, partition, key, value, headers in rows:
-            hs: list[tuple[str, str | bytes | None]] = [*headers]
-            if header:
-                hs.append((BATCH_HEADER, header.encode()))
-            while True:
-                try:
-                    producer.produce(topic, value, key, partition=partition, headers=hs or None)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-            sent += 1
-        left = producer.flush(self._timeout_s)
-        if failures:
-            raise KafkaException(failures[0])
-        if left:
-            raise TimeoutError(f"{left} records not delivered in {self._timeout_s:.0f} s")
-        return sent
-
-    def _read(self, topic: str, start: Mapping[int, int]) -> Iterable[Any]:
-        """Every record of `topic` from `start` (partition -> offset) to the log end."""
-        consumer = Consumer(
-            {
-                **self._client_config,
-                "group.id": f"moldau-spark-{uuid.uuid4().hex}",
-                "enable.auto.commit": "false",
-                "enable.partition.eof": "true",
-            }
-        )
-        try:
-            ends = {}
-            for p, offset in start.items():
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=self._timeout_s, cached=False
-                )
-                if high > offset:
-                    ends[p] = high
-            if not ends:
-                return
-            consumer.assign([TopicPartition(topic, p, start[p]) for p in ends])
-            deadline = time.monotonic() + self._timeout_s
-            done: set[int] = set()
-            while len(done) < len(ends):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {topic} took over {self._timeout_s:.0f} s")
-                for m in consumer.consume(10_000, 0.5):
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            if (m.offset() or 0) >= ends[m.partition() or 0]:
-                                done.add(m.partition() or 0)
-                            continue
-                        if err.fatal():
-                            raise KafkaException(err)
-                        continue
-                    yield m
-                    if (m.offset() or 0) + 1 >= ends[m.partition() or 0]:
-                        done.add(m.partition() or 0)
-        finally:
-            consumer.close()
-
-    def _already_written(
-        self, batch_id: int, since: Mapping[str, Mapping[str, int]]
-    ) -> Counter[Any]:
-        tag = f"{self.query_id}:{batch_id}".encode()
-        written: Counter[Any] = Counter()
-        for topic, partitions in from_json_by_topic(since).items():
-            for m in self._read(topic, partitions):
-                headers = m.headers() or []
-                if (BATCH_HEADER, tag) not in headers:
-                    continue
-                own = tuple(h for h in headers if h[0] != BATCH_HEADER)
-                row: OutRow = (topic, m.partition(), m.key(), m.value(), own)
-                written[_identity(row)] += 1
-                # A row written with partition -1 matches its record too.
-                written[_identity((topic, -1, m.key(), m.value(), own))] += 1
-        return written
-
-    def publish(self, batch_id: int, rows: Sequence[OutRow]) -> int:
-        """Writes batch `batch_id` unless it was written; returns how many records
-        this call wrote."""
-        marker = self.last_marker()
-        if marker is not None and (
-            marker.batch > batch_id or (marker.batch == batch_id and marker.state == "done")
-        ):
-            return 0
-        if marker is not None and marker.batch == batch_id:  # died while publishing
-            written = self._already_written(batch_id, marker.offsets)
-            todo = []
-            for row in rows:
-                identity = _identity(row)
-                if written[identity] > 0:
-                    written[identity] -= 1
-                else:
-                    todo.append(row)
-        else:
-            topics = sorted({row[0] for row in rows})
-            reader = OffsetReader(self._client_config)
-            try:
-                ends = reader.latest(reader.partitions(Subscription("subscribe", tuple(topics))))
-            finally:
-                reader.close()
-            self._write_marker(Marker(batch_id, "begin", to_json(ends)))
-            todo = list(rows)
-        sent = self._send(todo, header=f"{self.query_id}:{batch_id}")
-        self._write_marker(Marker(batch_id, "done", {}))
-        return sent
+            for batch in batches:
+                writer.write(batch)
+            writer.flush(timeout_s)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(options.marker_topic, 0, slot.batch_id + 1)],
+                bookkeeping.consumer_group_metadata(),
+                timeout_s,
+            )
+            producer.commit_transaction(timeout_s)
+        except BaseException:
+            _abort_quietly(producer, timeout_s)
+            raise
+        return writer.count
+    finally:
+        bookkeeping.close()
 
 
-def from_json_by_topic(offsets: Mapping[str, Mapping[str, int]]) -> dict[str, dict[int, int]]:
-    out: dict[str, dict[int, int]] = {}
-    for (topic, partition), offset in from_json(offsets).items():
-        out.setdefault(topic, {})[partition] = offset
-    return out
+def _abort_quietly(producer: Producer, timeout_s: float) -> None:
+    """Abort after a failure; if the producer was fenced meanwhile there is nothing
+    of ours to abort (the attempt that fenced it aborted it)."""
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(timeout_s)
+
+
+def slot_of_task(options: WriteOptions, default_query_id: str | None) -> TaskSlot:
+    """The running task's slot: its query and micro-batch from the local properties
+    Spark sets for streaming tasks, also those of the jobs a foreachBatch function
+    starts (a batch write elsewhere passes its own id, batch 0)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("exactlyOnce writes run in Spark tasks")
+    query_id = context.getLocalProperty("sql.streaming.queryId") or default_query_id
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    if not query_id:
+        raise RuntimeError("no query id for this exactlyOnce write")
+    sink = options.topic or "topic-column"
+    return TaskSlot(query_id, sink, int(batch) if batch else 0, context.partitionId())

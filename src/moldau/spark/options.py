@@ -92,7 +92,7 @@ class ReadOptions:
 class WriteOptions:
     client_config: Mapping[str, str]
     topic: str | None = None
-    #: Streaming writes only: publish each micro-batch once (moldau.spark.exactly_once).
+    #: Write each task's rows in a transaction, once (moldau.spark.exactly_once).
     exactly_once: bool = False
     marker_topic: str = "_moldau_spark_batches"
 
@@ -428,9 +428,10 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     if topic is not None and not topic.strip():
         raise InvalidOptionError("Option 'topic' must name a topic")
     exactly_once = _bool(opts, "exactlyonce", False)
-    if exactly_once and not streaming:
+    if exactly_once and "transactional.id" in client_config:
         raise InvalidOptionError(
-            "Option 'exactlyOnce' is only valid for streaming writes (writeStream)"
+            "Option 'kafka.transactional.id' cannot be set with exactlyOnce: each task "
+            "uses a transactional id of its own"
         )
     marker_topic = opts.get("exactlyonce.markertopic", "_moldau_spark_batches").strip()
     if not marker_topic:

@@ -138,6 +138,10 @@ class TotalsWriter:
             .write.format("moldau")
             .option("kafka.bootstrap.servers", self.bootstrap)
             .option("topic", self.totals_topic)
+            # Inside foreachBatch its tasks carry the stream's query and batch: a
+            # batch Spark runs again is not written twice.
+            .option("exactlyOnce", "true")
+            .option("exactlyOnce.markerTopic", f"{self.totals_topic}-writes")
             .mode("append")
             .save()
         )
@@ -165,6 +169,7 @@ def start_job(
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
         .option("commitToGroup", f"{orders_topic}-pipeline")
+        .option("kafka.isolation.level", "read_committed")
         .load()
         .select(F.from_json(F.col("value").cast("string"), schema).alias("o"))
         .select("o.*")
@@ -235,6 +240,7 @@ def totals_from_topic(spark: Any, bootstrap: str, totals_topic: str) -> Totals:
         spark.read.format("moldau")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", totals_topic)
+        .option("kafka.isolation.level", "read_committed")
         .load()
         .select("partition", "offset", "value")
         .collect()

@@ -30,7 +30,12 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from moldau.spark import offsets as off
-from moldau.spark.exactly_once import BatchPublisher, OutRow
+from moldau.spark.exactly_once import (
+    ensure_marker_topic,
+    new_batch_query_id,
+    slot_of_task,
+    write_in_transaction,
+)
 from moldau.spark.metadata import OffsetReader
 from moldau.spark.offsets import OffsetRange, PartitionOffsets
 from moldau.spark.options import (
@@ -44,13 +49,10 @@ from moldau.spark.options import (
 from moldau.spark.progress import commit_progress
 from moldau.spark.reader import read_range
 from moldau.spark.schema import source_schema
-from moldau.spark.writer import (
-    WriteColumns,
-    check_write_schema,
-    out_rows,
-    producer_config,
-    write_batches,
-)
+from moldau.spark.writer import WriteColumns, check_write_schema, write_batches
+
+#: How long the driver waits for a broker to answer while setting a write up.
+_DRIVER_TIMEOUT_S = 60.0
 
 
 class OffsetRangePartition(InputPartition):
@@ -94,13 +96,16 @@ class MoldauDataSource(DataSource):
                 "and ErrorIfExists (default)."
             )
         options = parse_write_options(self.options, streaming=False)
-        return MoldauWriter(options, check_write_schema(schema, options))
+        columns = check_write_schema(schema, options)
+        if options.exactly_once:
+            ensure_marker_topic(options.client_config, options.marker_topic, _DRIVER_TIMEOUT_S)
+        return MoldauWriter(options, columns)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         options = parse_write_options(self.options, streaming=True)
         columns = check_write_schema(schema, options)
         if options.exactly_once:
-            return ExactlyOnceStreamWriter(options, columns)
+            ensure_marker_topic(options.client_config, options.marker_topic, _DRIVER_TIMEOUT_S)
         return MoldauStreamWriter(options, columns)
 
 
@@ -285,68 +290,41 @@ class MoldauWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
         self.columns = columns
+        # Made on the driver, so that every task of this write (and its retries) shares it.
+        self.query_id = new_batch_query_id()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        return WriteResult(write_batches(self.options, self.columns, iterator))
+        return WriteResult(_write(self.options, self.columns, iterator, self.query_id))
 
 
 class MoldauStreamWriter(DataSourceStreamArrowWriter):
-    """At-least-once, as Spark's Kafka sink: a micro-batch Spark runs again after
-    a failure is written again."""
+    """At-least-once by default, as Spark's Kafka sink: a micro-batch Spark runs
+    again after a failure is written again; with exactlyOnce, once (each task in a
+    transaction: moldau.spark.exactly_once)."""
 
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
         self.columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        return WriteResult(write_batches(self.options, self.columns, iterator))
+        return WriteResult(_write(self.options, self.columns, iterator, None))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # every record is already written and acknowledged by its task
+        pass  # every record is already written (and committed) by its task
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # records written cannot be taken back (at-least-once)
+        pass  # at-least-once: records written cannot be taken back; exactly-once: the
+        # tasks aborted their own transactions, or their next attempts will
 
 
-class StagedRows(WriterCommitMessage):
-    """A task's rows, handed to the driver to publish (exactly-once writes)."""
-
-    def __init__(self, query_id: str, rows: list[OutRow]) -> None:
-        self.query_id = query_id
-        self.rows = rows
-
-
-class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
-    """`exactlyOnce=true`: the driver publishes each micro-batch once (see
-    moldau.spark.exactly_once); tasks only collect their rows."""
-
-    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
-        self.options = options
-        self.columns = columns
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        query_id = context.getLocalProperty("sql.streaming.queryId") if context else None
-        if not query_id:
-            raise RuntimeError("exactlyOnce writes run only in streaming queries")
-        rows = [row for batch in iterator for row in out_rows(batch, self.options, self.columns)]
-        return StagedRows(query_id, rows)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        staged = [m for m in messages if isinstance(m, StagedRows)]
-        rows = [row for m in staged for row in m.rows]
-        if not rows:
-            return
-        publisher = BatchPublisher(
-            self.options.client_config,
-            producer_config(self.options.client_config),
-            staged[0].query_id,
-            self.options.marker_topic,
+def _write(
+    options: WriteOptions,
+    columns: WriteColumns,
+    batches: Iterator[pa.RecordBatch],
+    batch_query_id: str | None,
+) -> int:
+    if options.exactly_once:
+        return write_in_transaction(
+            options, columns, slot_of_task(options, batch_query_id), batches
         )
-        publisher.ensure_marker_topic()
-        publisher.publish(batchId, rows)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # nothing was written: the rows only reached the driver
+    return write_batches(options, columns, batches)

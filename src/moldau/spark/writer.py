@@ -7,7 +7,7 @@ Columns as Spark's Kafka sink takes them: `value` (string or binary, required),
 The producer is idempotent (no duplicate from its own retries) and is created in
 the task, flushed and dropped when the task ends; a record that could not be
 written fails the task. That gives at-least-once: a task Spark runs again writes
-its rows again.
+its rows again (`exactlyOnce=true` writes in transactions instead: exactly_once.py).
 """
 
 from __future__ import annotations
@@ -88,13 +88,24 @@ def producer_config(client_config: Mapping[str, str]) -> dict[str, Any]:
 class RecordWriter:
     """Produces rows; `close()` flushes and raises the first delivery failure."""
 
-    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+    def __init__(
+        self,
+        options: WriteOptions,
+        columns: WriteColumns,
+        extra_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`extra_config`: producer settings over the options' (a transactional id)."""
         self._options = options
         self._columns = columns
         self._failure: KafkaError | None = None
-        self._producer = Producer(
-            {**producer_config(options.client_config), "on_delivery": self._on_delivery}
+        self.producer = Producer(
+            {
+                **producer_config(options.client_config),
+                **(extra_config or {}),
+                "on_delivery": self._on_delivery,
+            }
         )
+        self._producer = self.producer
         self.count = 0
 
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
@@ -106,6 +117,7 @@ class RecordWriter:
             raise KafkaException(self._failure)
         n = batch.num_rows
         cols = self._columns
+        produce = self._producer.produce
         values = batch.column("value").to_pylist()
         keys = batch.column("key").to_pylist() if cols.key else repeat(None, n)
         topics: Any = (
@@ -113,7 +125,6 @@ class RecordWriter:
             if self._options.topic is not None
             else batch.column("topic").to_pylist()
         )
-        produce = self._producer.produce
         if not cols.partition and not cols.headers:
             for topic, value, key in zip(topics, values, keys, strict=False):
                 try:
@@ -145,12 +156,15 @@ class RecordWriter:
             except BufferError:
                 continue
 
-    def close(self, timeout_s: float = 300.0) -> None:
+    def flush(self, timeout_s: float = 300.0) -> None:
+        """Wait for every record's delivery; raise the first failure."""
         left = self._producer.flush(timeout_s)
         if self._failure is not None:
             raise KafkaException(self._failure)
         if left:
             raise TimeoutError(f"{left} records were not delivered within {timeout_s:.0f} s")
+
+    close = flush
 
 
 def out_rows(batch: pa.RecordBatch, options: WriteOptions, columns: WriteColumns) -> list[Any]:

@@ -27,18 +27,27 @@ segment, nor any segment younger than min.compaction.lag.ms (Kafka's
 LogCleanerManager.cleanableOffsets). The bound is a segment's base offset, so every
 segment the cleaner rewrites lies wholly below it.
 
+Transactions (Kafka's CleanedTransactionMetadata): records of aborted transactions
+are removed and never count as a key's latest value (the transaction indexes from
+the first segment cleaned on say which were aborted). Control batches (markers) are
+kept whole, for now: Kafka removes a marker once its transaction's data is gone and
+delete.retention.ms has passed. The cleaned segment's transaction index holds the
+entries of the segments it replaces (their markers all stay).
+
 The pass is a generator: it yields between batches so the broker can run other work
 (produce, fetch) while a large log is compacted; storage code stays free of asyncio.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Generator
 from dataclasses import dataclass
 
 from moldau.protocol.records import BatchHeader, empty_batch, iter_records, rebuild_batch
 from moldau.storage.log import Log
 from moldau.storage.segment import LogSegment
+from moldau.storage.txn_index import AbortedTxn
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # Batches processed between two yields.
@@ -85,21 +94,22 @@ def dirty_ratio(log: Log, first_dirty: int, last_stable_offset: int, now_ms: int
 def clean(
     log: Log, first_dirty: int, last_stable_offset: int, now_ms: int
 ) -> Generator[None, None, CleanResult | None]:
-    """One compaction pass below `last_stable_offset` (the partition's high watermark
-    until transactions move it lower); returns None when there is nothing to clean."""
+    """One compaction pass below `last_stable_offset`; returns None when there is
+    nothing to clean."""
     end = first_uncleanable_offset(log, last_stable_offset, now_ms)
     first_dirty = max(first_dirty, log.log_start_offset)
     if first_dirty >= end:
         return None
     segments = [s for s in log.segments if s.base_offset < end]
     last_of_producer = log.producer_state.last_data_offsets()
+    aborted = AbortedRanges(log.collect_aborted_transactions(segments[0].base_offset, end))
     # 1. The latest offset of every key in the dirty section.
     latest: dict[bytes, int] = {}
     count = 0
     for seg in segments:
         for batch in _batches(seg):
             header = BatchHeader.parse(batch)
-            if header.last_offset < first_dirty:
+            if header.last_offset < first_dirty or header.is_control or aborted.holds(header):
                 continue
             for record in iter_records(batch):
                 if record.key is not None and record.offset >= first_dirty:
@@ -121,16 +131,23 @@ def clean(
         changed = len(group) > 1
         for seg in group:
             drop_tombstones = seg.last_modified_ms() < horizon
+            for txn in seg.txn_index.all_aborted_txns():
+                cleaned.update_txn_index(txn)
             for position in seg.batches_from(0):
                 batch = memoryview(seg.read_bytes(position.position, position.size))
                 header = BatchHeader.parse(batch)
                 records = list(iter_records(batch))
-                keep = [
-                    r
-                    for r in records
-                    if (r.key is None or latest.get(r.key, -1) <= r.offset)
-                    and not (drop_tombstones and r.value is None)
-                ]
+                if header.is_control:
+                    keep = records
+                elif aborted.holds(header):
+                    keep = []
+                else:
+                    keep = [
+                        r
+                        for r in records
+                        if (r.key is None or latest.get(r.key, -1) <= r.offset)
+                        and not (drop_tombstones and r.value is None)
+                    ]
                 removed += len(records) - len(keep)
                 changed = changed or len(keep) < len(records)
                 data: bytes | None = None
@@ -195,6 +212,27 @@ def group_segments_by_size(
             i += 1
         groups.append(group)
     return groups
+
+
+class AbortedRanges:
+    """Which transactional batches belong to an aborted transaction: per producer,
+    the offset ranges [first, marker] of its aborted transactions (disjoint)."""
+
+    def __init__(self, txns: list[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for t in txns:
+            self._by_producer.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        for ranges in self._by_producer.values():
+            ranges.sort()
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        if not ranges:
+            return False
+        i = bisect.bisect_right(ranges, (header.base_offset, 2**63 - 1)) - 1
+        return i >= 0 and ranges[i][0] <= header.base_offset <= ranges[i][1]
 
 
 def _is_last_of_producer(header: BatchHeader, last_of_producer: dict[int, int]) -> bool:

@@ -48,8 +48,11 @@ from moldau.protocol.records import (
     OFFSET_ATTRIBUTES,
     OFFSET_MAGIC,
     BatchHeader,
+    ControlRecordType,
     TimestampType,
+    build_end_txn_marker,
     iter_records,
+    read_end_txn_marker,
     recompress,
     record_stamps_and_keys,
     validate_batch,
@@ -59,9 +62,16 @@ from moldau.protocol.wire import Buffer, DecodeError
 from moldau.storage.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_dir_failure import LogDirFailureChannel
+from moldau.storage.log_recovery import complete_swaps, replay_producer_state
 from moldau.storage.partition_metadata import PARTITION_METADATA, read_topic_id, write_topic_id
 from moldau.storage.partition_name import TopicPartition
-from moldau.storage.producer_state import ProducerStateManager, snapshot_offsets
+from moldau.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerStateManager,
+    VerificationGuard,
+    snapshot_offsets,
+)
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -74,6 +84,7 @@ from moldau.storage.segment import (
     SegmentMark,
     segment_file_name,
 )
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +176,11 @@ class Log:
         files: set[str],
         on_roll: Callable[[Log, int], None] | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        recovered: frozenset[int] = frozenset(),
     ) -> None:
-        """`files`: the names in `directory`, as `open` has just listed them."""
+        """`files`: the names in `directory`, as `open` has just listed them;
+        `recovered`: base offsets of the segments `open` recovered (their
+        transaction indexes are rebuilt)."""
         self.dir = directory
         # The log directory this partition lives in: an I/O error takes all of it offline.
         self.log_dir = directory.parent
@@ -206,18 +220,20 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.producer_state = ProducerStateManager(directory)
-        self._rebuild_producer_state(snapshot_offsets(files))
+        self._rebuild_producer_state(snapshot_offsets(files), recovered)
 
-    def _rebuild_producer_state(self, snapshots: list[int] | None = None) -> None:
+    def _rebuild_producer_state(
+        self, snapshots: list[int] | None = None, recovered: frozenset[int] = frozenset()
+    ) -> None:
         """From the newest snapshot at or below the log end (`snapshots`: their
-        offsets, if known), plus the batch headers after it."""
+        offsets, if known), plus the batch headers after it. With `recovered`
+        segments, from one at or below the first of them, whose transaction indexes
+        are rewritten on the way (Kafka's recoverSegment)."""
         ps = self.producer_state
-        ps.load_latest_snapshot(self._leo, snapshots)
+        ps.load_latest_snapshot(min(recovered, default=self._leo), snapshots, self._leo)
         start = max(ps.map_end_offset, self.log_start_offset)
         ps.map_end_offset = start
-        for segment in self.segments[self._segment_for(start) :]:
-            _, position = segment.offset_index.lookup(start)
-            ps.rebuild(segment.headers_from(position))
+        replay_producer_state(ps, self.segments[self._segment_for(start) :], start, recovered)
         ps.map_end_offset = self._leo
 
     # -- opening -------------------------------------------------------------------------
@@ -246,7 +262,7 @@ class Log:
         except FileNotFoundError:
             directory.mkdir(parents=True)
             names = []
-        swapped = _complete_swaps(directory, names)
+        swapped = complete_swaps(directory, names)
         if swapped:
             names = os.listdir(directory)
         bases: list[int] = []
@@ -260,7 +276,7 @@ class Log:
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
         for name in list(kept):
             # An index without its log is left over from a deletion: remove it.
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 if name.endswith(suffix) and name[: -len(suffix)] + LOG_SUFFIX not in kept:
                     os.unlink(directory / name)
                     kept.discard(name)
@@ -320,6 +336,7 @@ class Log:
             kept,
             on_roll,
             failure_channel,
+            frozenset(seg.base_offset for seg in recovered if seg in segments),
         )
         # The epochs of the batches re-read: what the unsynced checkpoint may lack.
         for seg in recovered:
@@ -413,8 +430,16 @@ class Log:
 
     # -- append --------------------------------------------------------------------------
 
-    def append_as_leader(self, batch: memoryview, leader_epoch: int) -> LogAppendInfo:
-        """Validate one batch from a producer, assign its offsets and append it."""
+    def append_as_leader(
+        self,
+        batch: memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
+        """Validate one batch from a producer (or, `origin` COORDINATOR, one the
+        broker's coordinators write: sequences unchecked), assign its offsets and
+        append it. `verification_guard`: see ProducerStateManager.check."""
         size = len(batch)
         if size > self.config.max_message_bytes:
             raise MessageTooLargeError(
@@ -440,7 +465,7 @@ class Log:
                     f"recompressed batch of {size} bytes exceeds max.message.bytes"
                 )
         if header.producer_id >= 0:
-            duplicate = self.producer_state.check(header)
+            duplicate = self.producer_state.check(header, origin, verification_guard)
             if duplicate is not None:
                 # Answered as the first append was: its offsets and, on a
                 # LogAppendTime topic, the broker's time it was written with.
@@ -454,6 +479,54 @@ class Log:
                     duplicate.last_offset, log_append_time, self.log_start_offset,
                     header.records_count, size, duplicate=True,
                 )  # fmt: skip
+        return self._append_at_end(batch, header, leader_epoch, now)
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890: SENTINEL if the producer's transaction is already open here (no
+        verification needed), else the guard its verified write must carry (Kafka's
+        maybeStartTransactionVerification)."""
+        ps = self.producer_state
+        if ps.has_ongoing_transaction(producer_id, epoch):
+            return VerificationGuard.SENTINEL
+        return ps.maybe_create_verification_guard(
+            producer_id, sequence, epoch, self.clock.milliseconds()
+        )
+
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+    ) -> LogAppendInfo:
+        """Write the marker that commits or aborts the producer's transaction here
+        (Kafka's appendAsLeader with origin COORDINATOR). A marker of an older
+        producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator
+        TRANSACTION_COORDINATOR_FENCED."""
+        self._check_open()
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = self.clock.milliseconds()
+        batch = memoryview(
+            build_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, now)
+        )
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        return self._append_at_end(
+            batch, BatchHeader.parse(batch), leader_epoch, now, (kind, coordinator_epoch)
+        )
+
+    def _append_at_end(
+        self,
+        batch: memoryview,
+        header: BatchHeader,
+        leader_epoch: int,
+        now: int,
+        marker: tuple[ControlRecordType, int] | None = None,
+    ) -> LogAppendInfo:
+        """A leader's append of a validated batch: its offsets assigned at the log end."""
+        size = len(batch)
         first = self._leo
         last = first + header.last_offset_delta
         prefix = _PREFIX.pack(first, header.batch_length, leader_epoch, header.magic)
@@ -465,7 +538,7 @@ class Log:
             parts = [prefix, batch[OFFSET_MAGIC + 1 :]]
             max_ts = header.max_timestamp
             append_time = -1
-        self._append(parts, size, header, first, last, max_ts, leader_epoch, now)
+        self._append(parts, size, header, first, last, max_ts, leader_epoch, now, marker)
         return LogAppendInfo(
             first, last, max_ts, last, append_time, self.log_start_offset,
             header.records_count, size,
@@ -480,9 +553,14 @@ class Log:
             )
         now = self.clock.milliseconds()
         size = len(batch)
+        # A marker ends its transaction here as on the leader: a follower that
+        # becomes leader serves the same last stable offset and aborted list.
+        marker = (
+            read_end_txn_marker(batch) if header.is_control and header.producer_id >= 0 else None
+        )
         self._append(
             [batch], size, header, header.base_offset, header.last_offset,
-            header.max_timestamp, header.partition_leader_epoch, now,
+            header.max_timestamp, header.partition_leader_epoch, now, marker,
         )  # fmt: skip
         return LogAppendInfo(
             header.base_offset, header.last_offset, header.max_timestamp, header.last_offset,
@@ -499,10 +577,12 @@ class Log:
         max_ts: int,
         epoch: int,
         now: int,
+        marker: tuple[ControlRecordType, int] | None = None,
     ) -> None:
         """Write one batch at the log end, all or nothing: if a write fails (the log,
         an index, the epoch checkpoint, an fsync), the log is left as it was, in
-        memory and on disk, and its directory goes offline."""
+        memory and on disk, and its directory goes offline. `marker`: (type,
+        coordinator epoch) of a transaction marker."""
         self._check_open()
         flush = self._unflushed_messages + header.records_count >= self.config.flush_messages
         try:
@@ -520,10 +600,29 @@ class Log:
             raise self._storage_error(f"append to {self.tp}", e) from e
         self._leo = last + 1
         self._remember_boundary(self._leo, segment, position + size)
-        self.producer_state.update(header, first, last, max_ts)
+        completed = self.producer_state.update(header, first, last, max_ts, marker)
+        if completed is not None:
+            self._complete_txn(segment, completed)
         self._unflushed_messages += header.records_count
         if flush:
             self._flushed(last + 1)
+
+    def _complete_txn(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        """A marker in `segment` ended `completed`: an abort goes to the segment's
+        transaction index (Kafka's updateTxnIndex), with the LSO it leaves."""
+        ps = self.producer_state
+        try:
+            if completed.is_aborted:
+                lso = ps.last_stable_offset(completed)
+                segment.update_txn_index(
+                    AbortedTxn(completed.producer_id, completed.first_offset,
+                               completed.last_offset, lso)
+                )  # fmt: skip
+        except OSError as e:
+            # The marker is written: the index is rebuilt when the log is recovered.
+            raise self._storage_error(f"transaction index of {self.tp}", e) from e
+        finally:
+            ps.complete_txn(completed)
 
     def _undo_append(self, segment: LogSegment, mark: SegmentMark, first: int) -> None:
         try:
@@ -757,6 +856,30 @@ class Log:
                     out.append(segment.read_bytes(batch.position, batch.size))
             return out
 
+    # -- transactions --------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet decided, or decided
+        but whose marker is not below the high watermark; never below the log start
+        (Kafka's firstUnstableOffset). None if there is none."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log_start_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions with a marker at or after `start_offset` and data
+        below `upper_bound`, from the transaction indexes of the segment holding
+        `start_offset` and those after it, until one says no later one can start
+        below `upper_bound` (Kafka's collectAbortedTransactions)."""
+        with self._io("transaction index read of"):
+            out: list[AbortedTxn] = []
+            for segment in self.segments[self._segment_for(start_offset) :]:
+                found, complete = segment.collect_aborted_txns(start_offset, upper_bound)
+                out.extend(found)
+                if complete:
+                    break
+            return out
+
     # -- timestamps ----------------------------------------------------------------------
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -907,7 +1030,7 @@ class Log:
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         """An empty `.cleaned` segment the log cleaner writes a replacement into."""
         with self._io("cleaning of"):
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 (self.dir / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
             return LogSegment(
                 self.dir,
@@ -1098,47 +1221,6 @@ def _with_log_append_time(
     body = batch[HEADER_SIZE:]
     crc = crc32c.crc32c(body, crc32c.crc32c(header))
     return [prefix, _CRC.pack(crc), bytes(header), body]
-
-
-def _complete_swaps(directory: Path, names: list[str]) -> set[int]:
-    """Finish segment swaps a crash interrupted: a `.log.swap` is a complete cleaned
-    segment that replaces the segments within its offset range (Kafka's LogLoader):
-    those not yet renamed .deleted are removed, the swap takes its final name.
-    Returns their base offsets (their indexes are rebuilt; the removed segments'
-    index files, left without a log, are removed by the caller)."""
-    done = set()
-    for name in names:
-        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            continue
-        path = directory / name
-        base = int(name.split(".")[0])
-        end = _next_offset_of(path)
-        for other in names:
-            if other.endswith(LOG_SUFFIX) and base < int(other[: -len(LOG_SUFFIX)]) < end:
-                os.unlink(directory / other)
-        target = directory / f"{base:020d}{LOG_SUFFIX}"
-        os.replace(path, target)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
-        done.add(base)
-    return done
-
-
-def _next_offset_of(path: Path) -> int:
-    """The offset after the last batch of a (complete, flushed) segment file, from
-    the batch headers alone; its base offset if it has none."""
-    end = int(path.name.split(".")[0])
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        position = 0
-        while position + HEADER_SIZE <= size:
-            header = BatchHeader.parse(os.pread(fd, HEADER_SIZE, position))
-            end = header.last_offset + 1
-            position += header.size
-    finally:
-        os.close(fd)
-    return end
 
 
 def remove_log_dir(directory: Path) -> None:

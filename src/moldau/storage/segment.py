@@ -1,4 +1,5 @@
-"""A log segment: one `.log` file of record batches plus its `.index` and `.timeindex`.
+"""A log segment: one `.log` file of record batches plus its `.index` and `.timeindex`,
+and a `.txnindex` if a transaction was aborted in it.
 
 Threading contract: all methods run on the broker's event-loop thread except
 `flush`, which may run on a worker thread (it only calls fsync).
@@ -24,6 +25,7 @@ from moldau.protocol.records import (
 )
 from moldau.protocol.wire import Buffer
 from moldau.storage.index import OffsetIndex, TimeIndex
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -148,6 +150,10 @@ class LogSegment:
             for index in (self.offset_index, self.time_index):
                 if index.path.name not in existing:
                     index.known_empty()
+        txn_path = directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX + file_suffix)
+        # A new segment has none; one opened from a listing has it if listed.
+        txn_exists = txn_path.name in existing if existing is not None else None
+        self.txn_index = TransactionIndex(txn_path, txn_exists)
         self.index_interval_bytes = index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.created_ms = created_ms
@@ -234,6 +240,7 @@ class LogSegment:
         finally:
             self.offset_index.truncate_to(first_offset)
             self.time_index.truncate_to(first_offset)
+            self.txn_index.truncate_to(first_offset)
 
     def _track(
         self, largest_offset: int, largest_ts: int, offset_of_ts: int, position: int, size: int
@@ -286,6 +293,12 @@ class LogSegment:
 
     def headers_from(self, position: int) -> Iterator[BatchHeader]:
         """Every batch header from `position` (a batch boundary) to the end."""
+        for _, header in self.positioned_headers_from(position):
+            yield header
+
+    def positioned_headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from `position` (a batch boundary) to
+        the end."""
         pos = position
         chunk = b""
         chunk_pos = pos
@@ -299,7 +312,7 @@ class LogSegment:
             header = BatchHeader.parse(chunk, rel)
             if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > self.size:
                 return
-            yield header
+            yield pos, header
             pos += header.size
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchPosition | None:
@@ -355,9 +368,11 @@ class LogSegment:
 
     def recover(self) -> int:
         """Re-validate every batch, rebuild both indexes, and cut the file at the first
-        invalid or torn batch. Returns the number of bytes cut."""
+        invalid or torn batch. Returns the number of bytes cut. The transaction index
+        is emptied: the log rewrites it as it replays the producers' batches."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.bytes_since_last_index_entry = 0
         self._max_timestamp = -1
         self._offset_of_max_timestamp = -1
@@ -420,6 +435,7 @@ class LogSegment:
         position = batch.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - position
         os.ftruncate(self._fd, position)
         self.size = position
@@ -443,6 +459,7 @@ class LogSegment:
         os.fsync(file.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.closed:
@@ -457,16 +474,18 @@ class LogSegment:
             return
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._file = None
         self.closed = True
 
     def change_file_suffix(self, old: str, new: str) -> None:
-        """Rename the segment's three files from suffix `old` to `new` (e.g. a cleaned
+        """Rename the segment's files from suffix `old` to `new` (e.g. a cleaned
         segment going from .cleaned to .swap to nothing). Open descriptors stay valid."""
         for path, rename in (
             (self.log_path, None),
             (self.offset_index.path, self.offset_index.rename),
             (self.time_index.path, self.time_index.rename),
+            (self.txn_index.path, self.txn_index.rename),
         ):
             target = path.with_name(path.name[: len(path.name) - len(old)] + new)
             if rename is not None:
@@ -487,6 +506,18 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
+
+    # -- aborted transactions ------------------------------------------------------------
+
+    def update_txn_index(self, txn: AbortedTxn) -> None:
+        """An abort marker of this segment ended the transaction `txn`."""
+        self.txn_index.append(txn)
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
 
 def _pread_all(fd: int, position: int, size: int) -> bytes:

@@ -121,6 +121,8 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             result.log_start_offset = read.info.log_start_offset
             result.records = read.info.data.records if read.error == ErrorCode.none else None
             result.diverging_epoch = read.info.diverging_epoch
+            if (aborted := read.info.aborted_transactions) is not None:
+                result.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted]
         try:
             if 4 <= version < 10 and result.records and _holds_zstd(result.records):
                 # KIP-110: clients of Fetch below v10 are older than zstd (Kafka 2.1).

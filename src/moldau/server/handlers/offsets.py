@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from moldau.controller.admin import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE
 from moldau.controller.admin import NewTopic
 from moldau.coordinator.group_coordinator import OffsetCommitEntry
 from moldau.coordinator.group_metadata_manager import CONSUMER_OFFSETS
+from moldau.coordinator.transaction import log as txn_log
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import (
@@ -23,56 +25,93 @@ if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 
 
 async def _ensure_offsets_topic(broker: Broker) -> None:
     """Create __consumer_offsets on first use, with Kafka's settings for it."""
-    if broker.metadata_cache.contains_topic(CONSUMER_OFFSETS):
-        return
     config = broker.config
-    rf = config["offsets.topic.replication.factor"]
-    if not config["zookeeper.connect"] and not config.is_set("offsets.topic.replication.factor"):
-        rf = 1  # the embedded broker is alone unless told otherwise
-    alive = len(broker.metadata_cache.brokers)
-    if alive < rf:
-        # Kafka waits for enough brokers rather than create it under-replicated.
-        broker.offsets_topic_report.report(alive, rf)
-        raise CoordinatorNotAvailableError(
-            f"{alive} live brokers; offsets.topic.replication.factor is {rf}"
-        )
-    topic = NewTopic(
+    await _ensure_internal_topic(
+        broker,
         CONSUMER_OFFSETS,
         config["offsets.topic.num.partitions"],
-        rf,
-        configs={
+        "offsets.topic.replication.factor",
+        {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(config["offsets.topic.segment.bytes"]),
         },
     )
+
+
+async def _ensure_transaction_state_topic(broker: Broker) -> None:
+    """Create __transaction_state on first use, with Kafka's settings for it; its
+    min.insync.replicas is capped by its replication factor (the embedded broker
+    alone could not write it otherwise)."""
+    config = broker.config
+    await _ensure_internal_topic(
+        broker,
+        TRANSACTION_STATE,
+        config["transaction.state.log.num.partitions"],
+        "transaction.state.log.replication.factor",
+        txn_log.topic_configs(segment_bytes=config["transaction.state.log.segment.bytes"]),
+        min_isr=config["transaction.state.log.min.isr"],
+    )
+
+
+async def _ensure_internal_topic(
+    broker: Broker,
+    name: str,
+    partitions: int,
+    rf_key: str,
+    configs: dict[str, str],
+    min_isr: int | None = None,
+) -> int:
+    """Create an internal topic on first use. Kafka waits for `rf_key` live brokers
+    rather than create it under-replicated; the embedded broker is alone unless told
+    otherwise. Returns its replication factor."""
+    config = broker.config
+    rf = config[rf_key]
+    if not config["zookeeper.connect"] and not config.is_set(rf_key):
+        rf = 1
+    if broker.metadata_cache.contains_topic(name):
+        return int(rf)
+    alive = len(broker.metadata_cache.brokers)
+    if alive < rf:
+        broker.offsets_topic_report.report(alive, rf, name, rf_key)
+        raise CoordinatorNotAvailableError(f"{alive} live brokers; {rf_key} is {rf}")
+    if min_isr is not None:
+        configs = {**configs, "min.insync.replicas": str(min(min_isr, rf))}
+    topic = NewTopic(name, partitions, rf, configs=configs)
     with contextlib.suppress(TopicAlreadyExistsError):
         await broker.admin_manager.create_topic(topic, timeout_ms=0)
+    return int(rf)
 
 
 async def _coordinator(broker: Broker, key: str, key_type: int, listener: str) -> dict[str, Any]:
     result: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
-    if key_type != GROUP_KEY:
-        result["error_code"] = ErrorCode.coordinator_not_available
-        result["error_message"] = "transactions are not supported"
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        result["error_code"] = ErrorCode.invalid_request
+        result["error_message"] = f"unknown coordinator key type {key_type}"
         return result
     if not key:
         result["error_code"] = ErrorCode.invalid_request
-        result["error_message"] = "group id is empty"
+        result["error_message"] = (
+            "group id is empty" if key_type == GROUP_KEY else "transactional id is empty"
+        )
         return result
     try:
-        await _ensure_offsets_topic(broker)
+        if key_type == GROUP_KEY:
+            await _ensure_offsets_topic(broker)
+            tp = TopicPartition(CONSUMER_OFFSETS, broker.group_coordinator.partition_for(key))
+        else:
+            await _ensure_transaction_state_topic(broker)
+            tp = TopicPartition(TRANSACTION_STATE, broker.txn_coordinator.partition_for(key))
     except KafkaError as e:
         result["error_code"] = ErrorCode.coordinator_not_available
         result["error_message"] = e.message or None
         return result
-    state = broker.metadata_cache.partition_state(
-        TopicPartition(CONSUMER_OFFSETS, broker.group_coordinator.partition_for(key))
-    )
+    state = broker.metadata_cache.partition_state(tp)
     endpoint = None if state is None else broker.metadata_cache.endpoint(state.leader, listener)
     if state is None or endpoint is None:
         result["error_code"] = ErrorCode.coordinator_not_available
@@ -156,24 +195,34 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
 
 
 def _fetch_group(
-    broker: Broker, group_id: str, topics: Any
+    broker: Broker, group_id: str, topics: Any, require_stable: bool = False
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None
     if topics is not None:
         wanted = [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = broker.group_coordinator.fetch_offsets(group_id, wanted)
+    coordinator = broker.group_coordinator
+    error, found = coordinator.fetch_offsets(group_id, wanted)
+    listed = wanted if wanted is not None else sorted(found)
+    # KIP-447: a consumer that requires stable offsets waits out commits in flight
+    # (in a transaction not ended yet); it retries on UNSTABLE_OFFSET_COMMIT.
+    unstable = (
+        coordinator.unstable_offsets(group_id, listed)
+        if require_stable and error == ErrorCode.none
+        else set()
+    )
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for tp in wanted if wanted is not None else sorted(found):
-        committed = found.get(tp)
+    for tp in listed:
+        committed = None if tp in unstable else found.get(tp)
+        code = error if wanted is not None and error != ErrorCode.none else ErrorCode.none
+        if tp in unstable:
+            code = ErrorCode.unstable_offset_commit
         by_topic.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
                 "committed_offset": committed.offset if committed else -1,
                 "committed_leader_epoch": committed.leader_epoch if committed else -1,
                 "metadata": committed.metadata if committed else "",
-                "error_code": error
-                if wanted is not None and error != ErrorCode.none
-                else ErrorCode.none,
+                "error_code": code,
             }
         )
     return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
@@ -186,10 +235,12 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> Response:
     if version >= 8:
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(broker, g.group_id, g.topics)
+            error, topics = _fetch_group(broker, g.group_id, g.topics, req.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return build_response(ApiKey.OFFSET_FETCH, version, {"throttle_time": 0, "groups": groups})
-    error, topics = _fetch_group(broker, req.group_id, req.topics)
+    error, topics = _fetch_group(
+        broker, req.group_id, req.topics, version >= 7 and req.require_stable
+    )
     if version < 2 and error != ErrorCode.none:
         # v0-1 have no top-level error: it is reported per partition.
         error = ErrorCode.none

@@ -94,11 +94,6 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
             failure: tuple[ErrorCode, str] | None = None
             if bad_acks:
                 failure = (ErrorCode.invalid_required_acks, f"acks={req.acks} is not -1, 0 or 1")
-            elif req.transactional_id is not None:
-                failure = (
-                    ErrorCode.transactional_id_authorization_failed,
-                    "transactions are not supported",
-                )
             elif topic.name in INTERNAL_TOPICS:
                 failure = (
                     ErrorCode.invalid_topic_exception,
