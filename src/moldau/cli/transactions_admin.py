@@ -21,17 +21,18 @@ from typing import Any, TypeVar
 
 from moldau.cli.admin_call import AdminCalls, CallError
 from moldau.cli.common import TIMEOUT_S, admin_client, fetch_metadata
+from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.partition_name import TopicPartition
 
 T = TypeVar("T")
 
-# The APIs and the versions sent: the newest that both Moldau and Kafka 3.x/4.x serve.
-FIND_COORDINATOR, FIND_COORDINATOR_VERSION = 10, 4
-WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION = 27, 1
-DESCRIBE_PRODUCERS, DESCRIBE_PRODUCERS_VERSION = 61, 0
-DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION = 65, 0
-LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION = 66, 1
+# The APIs and the versions sent: the newest that both Moldau and Kafka 4.x serve.
+FIND_COORDINATOR, FIND_COORDINATOR_VERSION = ApiKey.FIND_COORDINATOR, 4
+WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION = ApiKey.WRITE_TXN_MARKERS, 1
+DESCRIBE_PRODUCERS, DESCRIBE_PRODUCERS_VERSION = ApiKey.DESCRIBE_PRODUCERS, 0
+DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION = ApiKey.DESCRIBE_TRANSACTIONS, 0
+LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION = ApiKey.LIST_TRANSACTIONS, 1
 TRANSACTION_KEY_TYPE = 1
 
 #: The states Kafka's admin client knows; any other a broker sends is shown as Unknown.
