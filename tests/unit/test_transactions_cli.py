@@ -237,3 +237,19 @@ def test_bad_arguments_are_refused_before_any_request(
         main(["transactions", "--bootstrap-server", "127.0.0.1:1", *argv])
     assert exit.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_connection_may_come_before_or_after_the_command() -> None:
+    for argv in (
+        ["transactions", "--bootstrap-server", "h:1", "--command-config", "c", "list"],
+        ["transactions", "list", "--bootstrap-server", "h:1", "--command-config", "c"],
+    ):
+        args = build_parser().parse_args(argv)
+        assert (args.bootstrap_server, str(args.command_config)) == ("h:1", "c")
+
+
+def test_without_a_bootstrap_server_nothing_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["transactions", "list"]) == 2
+    assert capsys.readouterr().err == (
+        "moldau transactions: the following arguments are required: --bootstrap-server\n"
+    )

@@ -19,10 +19,11 @@ import argparse
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from moldau.cli.admin_call import AdminCalls
-from moldau.cli.common import TIMEOUT_S, add_bootstrap_argument, add_command_config_argument
+from moldau.cli.common import TIMEOUT_S, add_command_config_argument
 from moldau.cli.errors import CliError
 from moldau.cli.transactions_admin import (
     STATES,
@@ -324,6 +325,8 @@ def find_hanging_command(admin: TxnAdmin, args: argparse.Namespace, clock: Clock
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before connecting, what argparse cannot: abort's two ways to name a
     transaction, find-hanging's scope (Kafka's messages)."""
+    if not args.bootstrap_server:
+        raise CliError("the following arguments are required: --bootstrap-server", exit_code=2)
     if args.txn_command == "abort":
         if args.start_offset is None and args.producer_id is None:
             raise CliError(
@@ -385,11 +388,23 @@ def add_parser(sub: Any) -> None:
         description="Analyze the transactional state of producers in the cluster; detect "
         "and recover from hanging transactions, as kafka-transactions.sh does.",
     )
-    add_bootstrap_argument(p)
+    # As kafka-transactions.sh, the connection comes before COMMAND; as the other moldau
+    # commands, it may come after it too (SUPPRESS: not given there, the first stands).
+    p.add_argument("--bootstrap-server", dest="bootstrap_server", metavar="HOST:PORT",
+                   help="the broker(s) to connect to, comma-separated (required)")  # fmt: skip
     add_command_config_argument(p)
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument("--bootstrap-server", dest="bootstrap_server",
+                            default=argparse.SUPPRESS, help=argparse.SUPPRESS)  # fmt: skip
+    connection.add_argument("--command-config", type=Path, default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS)  # fmt: skip
     commands = p.add_subparsers(dest="txn_command", required=True, metavar="COMMAND")
 
-    c = commands.add_parser("list", help="list transactions")
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(name, parents=[connection], help=help)
+        return parser
+
+    c = command("list", help="list transactions")
     c.add_argument(
         "--state",
         nargs="+",
@@ -418,10 +433,10 @@ def add_parser(sub: Any) -> None:
         help="only the transactional ids this regular expression matches whole",
     )
 
-    c = commands.add_parser("describe", help="describe the state of an active transactional-id")
+    c = command("describe", help="describe the state of an active transactional-id")
     c.add_argument("--transactional-id", required=True, help="transactional id")
 
-    c = commands.add_parser(
+    c = command(
         "describe-producers", help="describe the states of active producers for a topic partition"
     )
     c.add_argument(
@@ -432,9 +447,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--topic", required=True, help="topic name")
     c.add_argument("--partition", type=int, required=True, help="partition number")
 
-    c = commands.add_parser(
-        "abort", help="abort a hanging transaction (requires administrative privileges)"
-    )
+    c = command("abort", help="abort a hanging transaction (requires administrative privileges)")
     c.add_argument("--topic", required=True, help="topic name")
     c.add_argument("--partition", type=int, required=True, help="partition number")
     g = c.add_argument_group(
@@ -447,7 +460,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--producer-epoch", type=_epoch, help="producer epoch")
     g.add_argument("--coordinator-epoch", type=int, help="coordinator epoch")
 
-    c = commands.add_parser("find-hanging", help="find hanging transactions")
+    c = command("find-hanging", help="find hanging transactions")
     c.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
     c.add_argument(
         "--max-transaction-timeout",
