@@ -372,3 +372,25 @@ def test_an_unreachable_broker_is_one_line(cli: Cli, closed_port: int, argv: lis
     bootstrap = f"127.0.0.1:{closed_port}"
     result = cli(*argv, stdin="a\n", bootstrap=bootstrap)
     assert_one_line_error(result, argv[0], f"cannot reach broker at {bootstrap}")
+
+
+def test_consume_read_committed_shows_only_committed_records(cli: Cli) -> None:
+    """`moldau consume --isolation-level read_committed`, as kafka-console-consumer's:
+    a transaction's records once it commits, an aborted one's never."""
+    from confluent_kafka import Producer
+
+    topic = new_topic()
+    cli.ok("topics", "create", "--topic", topic, "--partitions", "1")
+    p = Producer({"bootstrap.servers": cli.bootstrap, "transactional.id": f"cli-{topic}"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce(topic, b"kept")
+    p.commit_transaction(20)
+    p.begin_transaction()
+    p.produce(topic, b"dropped")
+    p.flush(10)
+    p.abort_transaction(20)
+    args = ("consume", "--topic", topic, "--from-beginning", "--timeout-ms", "2000")
+    committed = cli.ok(*args, "--isolation-level", "read_committed")
+    assert committed.lines == ["kept"]
+    assert cli.ok(*args).lines == ["kept", "dropped"]

@@ -7,17 +7,20 @@ that goes silent inside a transaction aborted after its timeout."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
-from moldau.testing.process import BrokerProcess
+from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration.clients import create_topic
 
 pytestmark = pytest.mark.integration
@@ -222,3 +225,41 @@ def test_a_producer_silent_inside_a_transaction_is_aborted_after_its_timeout(
     assert got == [b"committed-later"]
     with pytest.raises(KafkaException):
         silent.commit_transaction(10)
+
+
+def test_metrics_show_an_open_transaction_and_its_end(tmp_path: Path, topic_name: str) -> None:
+    """/metrics: a partition's last stable offset lag is above 0 while a transaction
+    is open on it and 0 once it commits; the coordinator counts the id per state."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with BrokerProcess(tmp_path / "data", {"metrics.port": str(port)}) as broker:
+
+        def samples(name: str) -> dict[tuple[tuple[str, str], ...], float]:
+            url = f"http://127.0.0.1:{port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as r:
+                families = text_string_to_metric_families(r.read().decode())
+                return {
+                    tuple(sorted(s.labels.items())): s.value
+                    for f in families
+                    for s in f.samples
+                    if s.name == name
+                }
+
+        def lag() -> float:
+            key = (("partition", "0"), ("topic", topic_name))
+            return samples("kafka_cluster_partition_laststableoffsetlag").get(key, -1)
+
+        def txns(state: str) -> float:
+            return samples("moldau_transaction_coordinator_transactions")[(("state", state),)]
+
+        create_topic(broker.bootstrap, topic_name)
+        p = producer(broker.bootstrap, f"metrics-{topic_name}")
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic_name, b"%d" % i)
+        p.flush(10)
+        assert lag() == 3 and txns("Ongoing") == 1
+        p.commit_transaction(20)
+        assert wait_for(lambda: lag() == 0 and txns("CompleteCommit") == 1, 10)
+        assert txns("Ongoing") == 0

@@ -13,6 +13,7 @@ from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import (
     build_response,
     decode_request,
+    decode_response,
     encode_body,
     parse_request_header,
     request_class,
@@ -57,3 +58,27 @@ def test_one_response_description_serves_every_version() -> None:
         assert type(r) is response_class(ApiKey.API_VERSIONS, version)
         assert encode_body(r)
     assert request_class(ApiKey.API_VERSIONS, 99) is None
+
+
+def test_a_transaction_start_time_of_minus_one_means_none_both_ways() -> None:
+    """DescribeTransactions sends -1 as the start time of a transaction not running
+    (Empty, or an unknown id), in a field that is not nullable."""
+    state = {
+        "error_code": ErrorCode.transactional_id_not_found,
+        "transactional_id": "tx",
+        "transaction_state": "",
+        "transaction_timeout": 0,
+        "transaction_start_time": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
+    r = build_response(65, 0, {"throttle_time": 0, "transaction_states": [state]})
+    body = encode_body(r)
+    assert struct.pack(">q", -1) in body
+    (decoded,) = decode_response(65, 0, memoryview(body)).transaction_states
+    assert decoded.transaction_start_time is None
+    state["transaction_start_time"] = 1_700_000_000_123
+    r = build_response(65, 0, {"throttle_time": 0, "transaction_states": [state]})
+    (decoded,) = decode_response(65, 0, memoryview(encode_body(r))).transaction_states
+    assert decoded.transaction_start_time.timestamp() * 1000 == 1_700_000_000_123

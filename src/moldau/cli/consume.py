@@ -116,7 +116,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--isolation-level",
         choices=("read_committed", "read_uncommitted"),
-        help="read_committed hides records of aborted transactions",
+        help="read_committed hides records of aborted and open transactions "
+        "(default: read_uncommitted, as kafka-console-consumer)",
     )
     p.set_defaults(run=run)
 
@@ -277,6 +278,9 @@ def run(args: argparse.Namespace) -> int:
         # false): a topic that does not exist is created where the broker creates
         # topics (auto.create.topics.enable), and the tool waits for its records.
         "allow.auto.create.topics": "true",
+        # The Java consumer's default, and so kafka-console-consumer's (librdkafka's
+        # is read_committed): records of open and aborted transactions are shown.
+        "isolation.level": "read_uncommitted",
     }
     explicit = {"group.id": base["group.id"]}
     if args.isolation_level is not None:

@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         "groups",
         "leader-election",
         "reassign-partitions",
+        "transactions",
         "pipeline",
     ):
         module = _tool(name)

@@ -13,7 +13,6 @@ its output and its exit codes:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import json
 import time
@@ -29,6 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from moldau.cli.admin_call import AdminCalls, CallError
 from moldau.cli.common import (
     TIMEOUT_S,
     add_bootstrap_argument,
@@ -42,10 +42,7 @@ from moldau.cli.common import (
 from moldau.cli.errors import CliError
 from moldau.controller.assignment import BrokerMetadata, assign_replicas_to_brokers
 from moldau.protocol.apis import ApiKey
-from moldau.protocol.codec import build_entity, decode_response, encode_body, request_class
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.wire import DecodeError
-from moldau.server.control_client import NetworkTransport
 from moldau.storage.partition_name import TopicPartition
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -340,29 +337,26 @@ class Cluster:
     def _call(self, api_key: ApiKey, version: int, fields: dict[str, Any]) -> Any:
         """One request to the active controller; on NOT_CONTROLLER or a lost
         connection, ask the cluster again who it is, until the timeout."""
-        cls = request_class(api_key, version)
-        assert cls is not None
         fields = {**fields, "timeout": _ms(fields["timeout"])}
-        body = encode_body(build_entity(cls, fields))
         deadline = time.monotonic() + TIMEOUT_S
         problem = "no controller"
-        while time.monotonic() < deadline:
-            md = fetch_metadata(self.admin, self.watch)
-            broker = md.brokers.get(md.controller_id)
-            if broker is not None:
-                try:
-                    raw = asyncio.run(_exchange((broker.host, broker.port), api_key, version, body))
-                    response: Any = decode_response(api_key, version, raw)
-                except (OSError, ConnectionError, TimeoutError, DecodeError) as e:
-                    problem = str(e) or type(e).__name__
-                else:
-                    code = ErrorCode(response.error_code)
-                    if code != ErrorCode.not_controller:
-                        if code != ErrorCode.none:
-                            raise CliError(response.error_message or _describe(code))
-                        return response
-                    problem = "the broker asked is no longer the controller"
-            time.sleep(0.2)
+        with AdminCalls("reassign-partitions-tool", TIMEOUT_S) as calls:
+            while time.monotonic() < deadline:
+                md = fetch_metadata(self.admin, self.watch)
+                broker = md.brokers.get(md.controller_id)
+                if broker is not None:
+                    try:
+                        response = calls.call((broker.host, broker.port), api_key, version, fields)
+                    except CallError as e:
+                        problem = e.reason
+                    else:
+                        code = ErrorCode(response.error_code)
+                        if code != ErrorCode.not_controller:
+                            if code != ErrorCode.none:
+                                raise CliError(response.error_message or _describe(code))
+                            return response
+                        problem = "the broker asked is no longer the controller"
+                time.sleep(0.2)
         raise CliError(f"cannot reach the controller: {problem}")
 
 
@@ -372,18 +366,6 @@ def _ms(value: float) -> datetime.timedelta:
 
 def _describe(code: ErrorCode) -> str:
     return code.name.upper()
-
-
-async def _exchange(
-    address: tuple[str, int], api_key: int, version: int, body: bytes
-) -> memoryview:
-    transport = NetworkTransport(
-        -1, lambda _: address, int(TIMEOUT_S * 1000), client_id="reassign-partitions-tool"
-    )
-    try:
-        return memoryview(bytes(await transport.request(0, api_key, version, body)))
-    finally:
-        await transport.close()
 
 
 # -- the actions ------------------------------------------------------------------------

@@ -241,7 +241,16 @@ def _field_reader(
 
             return read_nullable
         return inner
+    if f.metadata.get("kafka_type") == "datetime_i64" and not is_optional(f):
+        return _read_timestamp
     return get_field_reader(cls, f, cls.__name__ == "RequestHeader", is_tag)
+
+
+def _read_timestamp(buf: memoryview, pos: int) -> tuple[Any, int]:
+    """A timestamp whose -1 means none (DescribeTransactions' start time of a
+    transaction not running): None, where kio's reader refuses a negative time."""
+    ms = Reader(buf, pos).int64()
+    return (None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)), 8
 
 
 def _array_reader(item: _Read, flexible: bool) -> _Read:
@@ -361,5 +370,9 @@ def _convert(f: dataclasses.Field[Any], hint: Any, value: Any) -> Any:
     if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
         return datetime.timedelta(milliseconds=value)
     if kafka_type == "datetime_i64" and isinstance(value, int):
-        return None if value < 0 else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+        if value < 0 and is_optional(f):
+            return None  # written as -1
+        # A -1 ("none") where the field is not nullable: the instant before the epoch,
+        # which kio writes as -1.
+        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
     return value

@@ -59,6 +59,7 @@ class BrokerCollector(Collector):
         yield from self._purgatories()
         yield from self._controller()
         yield from self._consumer_groups()
+        yield from self._transactions()
 
     def _server(self) -> Iterator[Metric]:
         b = self.broker
@@ -202,6 +203,47 @@ class BrokerCollector(Collector):
         yield gauge("kafka_consumergroup_members", "Members of each group", members)
         yield gauge("kafka_consumergroup_current_offset", "Committed offset per partition", current)
         yield gauge("kafka_consumergroup_lag", "High watermark minus committed offset", lag)
+
+    def _transactions(self) -> Iterator[Metric]:
+        """The partitions' last stable offset lag (Kafka's Partition
+        LastStableOffsetLag: HW minus LSO, above 0 while a transaction is open) and
+        the transaction coordinator's state."""
+        lags = [
+            ({"topic": tp.topic, "partition": str(tp.partition)},
+             max(0, p.high_watermark - p.last_stable_offset))
+            for tp, p in sorted(self.broker.replica_manager.partitions.items())
+            if p.is_leader and p.log is not None
+        ]  # fmt: skip
+        yield gauge(
+            "kafka_cluster_partition_laststableoffsetlag",
+            "High watermark minus last stable offset, per partition led here",
+            lags,
+        )
+        txn = self.broker.txn_coordinator
+        channel = txn.marker_channel
+        yield gauge(
+            "kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize",
+            "Completions of transactions waiting to be written to the log again",
+            [({}, channel.log_append_retries)],
+        )
+        states = txn.state_manager.txn_counts_by_state()
+        yield gauge(
+            "moldau_transaction_coordinator_transactions",
+            "Transactional ids this broker coordinates, per state",
+            [({"state": name}, n) for name, n in sorted(states.items())],
+        )
+        yield gauge(
+            "moldau_transaction_coordinator_pending_markers",
+            "Transactions whose markers are not all written yet",
+            [({}, channel.num_txns_with_pending_markers)],
+        )
+        manager = txn.state_manager
+        yield gauge(
+            "moldau_transaction_coordinator_partitions",
+            "__transaction_state partitions this broker leads, and of them those loading",
+            [({"status": "owned"}, manager.partitions_owned),
+             ({"status": "loading"}, manager.partitions_loading)],
+        )  # fmt: skip
 
 
 def _quantile(q: float) -> str:

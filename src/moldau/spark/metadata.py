@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import confluent_kafka.admin
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from moldau.spark.offsets import PartitionOffsets
@@ -40,7 +40,17 @@ class OffsetReader:
         retry_interval_s: float = 1.0,
         request_timeout_s: float = 30.0,
     ) -> None:
-        self._config: dict[str, str | int | float | bool] = dict(client_config)
+        # isolation.level is a consumer's setting (an admin client warns of it); it
+        # decides which end offset "latest" is: the last stable offset for
+        # read_committed, as Spark's connector asks with ListOffsetsOptions.
+        self._config: dict[str, str | int | float | bool] = {
+            k: v for k, v in client_config.items() if k != "isolation.level"
+        }
+        self._isolation = (
+            IsolationLevel.READ_COMMITTED
+            if client_config.get("isolation.level") == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
         self._retries = retries
         self._retry_interval_s = retry_interval_s
         self._timeout_s = request_timeout_s
@@ -91,6 +101,7 @@ class OffsetReader:
         def call() -> PartitionOffsets:
             futures = self._client().list_offsets(
                 {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
+                isolation_level=self._isolation,
                 request_timeout=self._timeout_s,
             )
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}

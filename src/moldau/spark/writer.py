@@ -158,7 +158,15 @@ class RecordWriter:
 
     def flush(self, timeout_s: float = 300.0) -> None:
         """Wait for every record's delivery; raise the first failure."""
-        left = self._producer.flush(timeout_s)
+        try:
+            left = self._producer.flush(timeout_s)
+        except SystemError as e:
+            # confluent-kafka calls the delivery callback with a fatal error (a fenced
+            # transactional producer) still pending, and Python reports that as a
+            # SystemError: the client's own error is the one to raise.
+            if isinstance(e.__cause__, KafkaException):
+                raise e.__cause__ from None
+            raise
         if self._failure is not None:
             raise KafkaException(self._failure)
         if left:

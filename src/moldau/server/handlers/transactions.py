@@ -244,7 +244,8 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext) -> Respo
 
 
 async def handle_describe_producers(broker: Broker, ctx: RequestContext) -> Response:
-    """The producers a partition's leader knows (kafka-transactions describe-producers)."""
+    """The producers a replica of a partition knows, leader or follower, as Kafka
+    answers (kafka-transactions describe-producers --broker-id, find-hanging)."""
     req = ctx.body()
     topics = []
     for t in req.topics:
@@ -265,8 +266,6 @@ async def handle_describe_producers(broker: Broker, ctx: RequestContext) -> Resp
                     if known
                     else ErrorCode.unknown_topic_or_partition
                 )
-            elif not partition.is_leader:
-                entry["error_code"] = ErrorCode.not_leader_or_follower
             else:
                 entry["active_producers"] = [
                     {
