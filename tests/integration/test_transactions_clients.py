@@ -19,7 +19,8 @@ import uuid
 from collections.abc import Sequence
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from moldau.testing import nodejs
 from tests.integration.clients import DEADLINE_S, create_topic
@@ -54,11 +55,34 @@ def expected(committed_only: bool) -> dict[int, list[bytes]]:
     )  # fmt: skip
 
 
+def latest_offsets(bootstrap: str, topic: str, partitions: int, level: IsolationLevel) -> list[int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    answers = admin.list_offsets(asked, isolation_level=level)
+    return [answers[tp].result(10).offset for tp in asked]
+
+
+def wait_settled(bootstrap: str, topic: str, partitions: int) -> None:
+    """Until no transaction is open on topic: each partition's last stable offset is its
+    high watermark. A commit or abort is answered once the coordinator has logged it, and
+    its markers are written after (in Kafka as here), so a reader started at once could
+    find the LSO still before the transaction."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        stable = latest_offsets(bootstrap, topic, partitions, IsolationLevel.READ_COMMITTED)
+        high = latest_offsets(bootstrap, topic, partitions, IsolationLevel.READ_UNCOMMITTED)
+        if stable == high:
+            return
+        assert time.monotonic() < deadline, f"{topic}: LSOs {stable}, high watermarks {high}"
+        time.sleep(0.1)
+
+
 def confluent_read(
     bootstrap: str, topic: str, isolation: str, partitions: int = PARTITIONS
 ) -> dict[int, list[bytes]]:
-    """Every partition of topic read from its start to its end (the LSO under
-    read_committed) with librdkafka: values by partition."""
+    """Every partition of topic, once its transactions are settled, read from its start to
+    its end with librdkafka: values by partition."""
+    wait_settled(bootstrap, topic, partitions)
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,

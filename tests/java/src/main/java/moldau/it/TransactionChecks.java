@@ -90,8 +90,29 @@ public final class TransactionChecks {
         return IntStream.range(0, n).mapToObj(i -> new TopicPartition(topic, i)).collect(Collectors.toList());
     }
 
-    /** Each partition read from its start to its end offset at this isolation level (the LSO for read_committed). */
-    static Map<Integer, List<String>> readToEnd(String bootstrap, String topic, int n, String isolation) {
+    /**
+     * Until no transaction is open on the topic: each partition's LSO is its high watermark.
+     * A commit or abort is answered once the coordinator has logged it, and its markers are
+     * written after (in Kafka as in Moldau), so a reader started at once could find the LSO
+     * still before the transaction.
+     */
+    static void awaitSettled(String bootstrap, String topic, int n) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (true) {
+            Map<TopicPartition, Long> stable = endOffsets(bootstrap, topic, n, COMMITTED);
+            Map<TopicPartition, Long> high = endOffsets(bootstrap, topic, n, UNCOMMITTED);
+            if (stable.equals(high)) {
+                return;
+            }
+            check(System.nanoTime() < deadline, topic + ": LSOs " + stable + ", high watermarks " + high);
+            Thread.sleep(100);
+        }
+    }
+
+    /** Each partition, once its transactions are settled, read from its start to its end offset. */
+    static Map<Integer, List<String>> readToEnd(String bootstrap, String topic, int n, String isolation)
+            throws InterruptedException {
+        awaitSettled(bootstrap, topic, n);
         Map<Integer, List<String>> got = new HashMap<>();
         try (KafkaConsumer<String, String> c = consumer(bootstrap, null, isolation)) {
             List<TopicPartition> tps = partitions(topic, n);
