@@ -135,7 +135,7 @@ class AddPartitionsToTxnManager:
             return ErrorCode.network_exception
         if answer == ErrorCode.unsupported_version:
             # A coordinator that cannot verify: the writes go ahead unverified (Kafka).
-            return {}
+            return {t.transactional_id: {} for t in txns}
         if answer == ErrorCode.cluster_authorization_failed:
             # Not the producer's business: its write is simply not verified.
             return ErrorCode.invalid_txn_state
