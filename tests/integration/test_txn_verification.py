@@ -28,20 +28,28 @@ NOT_YET = (
 )
 
 
+def find_coordinator(client: WireClient, txn_id: str) -> int:
+    """The broker id of the transaction coordinator of `txn_id` (FindCoordinator, as
+    clients ask it: the first time it creates __transaction_state)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = client.request(rq.request(10, 3, key=txn_id, key_type=1))
+        if found.error_code not in NOT_YET or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert found.error_code == ErrorCode.none, found
+    return int(found.node_id)
+
+
 class TxnProducer:
-    """A transactional producer spelled out request by request."""
+    """A transactional producer spelled out request by request; `client` is
+    connected to its transaction coordinator."""
 
     def __init__(self, client: WireClient, txn_id: str) -> None:
         self.c = client
         self.txn_id = txn_id
         deadline = time.monotonic() + 30
         while True:
-            # FindCoordinator first, as clients do: it creates __transaction_state.
-            found = self.c.request(rq.request(10, 3, key=txn_id, key_type=1))
-            if found.error_code in NOT_YET and time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-            assert found.error_code == ErrorCode.none, found
             r = self.c.request(
                 rq.request(
                     22, 4, transactional_id=txn_id, transaction_timeout=60_000,
@@ -50,12 +58,16 @@ class TxnProducer:
             )  # fmt: skip
             if r.error_code not in NOT_YET or time.monotonic() > deadline:
                 break
-            time.sleep(0.2)  # the transaction coordinator is still starting
+            time.sleep(0.2)  # the coordinator is still loading its partition
         assert r.error_code == ErrorCode.none, r
         self.pid, self.epoch = r.producer_id, r.producer_epoch
         self.seq = 0
 
-    def produce(self, topic: str, version: int = 11) -> Any:
+    def produce(
+        self, topic: str, version: int = 11, partition: int = 0, leader: WireClient | None = None
+    ) -> Any:
+        """Send one batch to the partition's `leader` (default: the coordinator's
+        broker); its partition response."""
         batch = build_batch(
             [(None, b"v%d" % self.seq)],
             producer_id=self.pid,
@@ -63,10 +75,12 @@ class TxnProducer:
             base_sequence=self.seq,
             transactional=True,
         )
-        r = self.c.request(
+        r = (leader or self.c).request(
             rq.request(
                 0, version, transactional_id=self.txn_id, acks=-1, timeout=5000,
-                topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+                topic_data=[
+                    {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
+                ],
             )
         )  # fmt: skip
         p = r.responses[0].partition_responses[0]
@@ -74,12 +88,12 @@ class TxnProducer:
             self.seq += 1
         return p
 
-    def add_partition(self, topic: str) -> None:
+    def add_partition(self, topic: str, partition: int = 0) -> None:
         r = self.c.request(
             rq.request(
                 24, 3, v3_and_below_transactional_id=self.txn_id,
                 v3_and_below_producer_id=self.pid, v3_and_below_producer_epoch=self.epoch,
-                v3_and_below_topics=[{"name": topic, "partitions": [0]}],
+                v3_and_below_topics=[{"name": topic, "partitions": [partition]}],
             )
         )  # fmt: skip
         [result] = r.results_by_topic_v3_and_below
@@ -105,6 +119,7 @@ def test_a_write_to_a_partition_not_in_the_transaction_is_refused(
 ) -> None:
     create_topic(bootstrap, topic_name)
     with WireClient(bootstrap) as c:
+        find_coordinator(c, f"tx-{topic_name}")
         p = TxnProducer(c, f"tx-{topic_name}")
         refused = p.produce(topic_name, version=9)
         assert refused.error_code == ErrorCode.invalid_txn_state
@@ -145,6 +160,7 @@ def test_with_verification_off_the_write_is_appended_unasked(
     bootstrap = unverified_broker.bootstrap
     create_topic(bootstrap, topic_name)
     with WireClient(bootstrap) as c:
+        find_coordinator(c, f"tx-{topic_name}")
         p = TxnProducer(c, f"tx-{topic_name}")
         written = p.produce(topic_name, version=9)
         assert (written.error_code, written.base_offset) == (ErrorCode.none, 0)
