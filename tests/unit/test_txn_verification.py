@@ -172,6 +172,7 @@ def test_questions_still_waiting_at_shutdown_are_told_to_retry() -> None:
         queued = manager.verify(2, txn("b"))
         await manager.close()
         assert in_flight.result() == queued.result() == {TP: E.network_exception}
+        assert manager.verify(2, txn("c")).result() == {TP: E.network_exception}
 
     with_manager(t)
 

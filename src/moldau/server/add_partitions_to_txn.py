@@ -72,12 +72,16 @@ class AddPartitionsToTxnManager:
         # The brokers a task is sending to: never two requests in flight to one.
         self._draining: set[int] = set()
         self._tasks = TaskOwner("add-partitions-to-txn")
+        self._closed = False
 
     def verify(self, broker_id: int, txn: TxnToVerify) -> asyncio.Future[Errors]:
         """Ask `broker_id`, the coordinator of `txn`, which of its partitions are not
         in the transaction: the future gets their errors (empty: all verified)."""
         future: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
         waiting = _Waiting(txn, future)
+        if self._closed:
+            waiting.answer(txn.failed(ErrorCode.network_exception))
+            return future
         pending = self._pending.setdefault(broker_id, {})
         queued = pending.get(txn.transactional_id)
         if queued is not None:
@@ -142,7 +146,8 @@ class AddPartitionsToTxnManager:
         return answer
 
     async def close(self) -> None:
-        """Stop sending; whoever still waits is told to retry."""
+        """Stop sending; whoever still waits, or asks later, is told to retry."""
+        self._closed = True
         await self._tasks.close()
         for batches in (self._pending, self._inflight):
             for batch in batches.values():
