@@ -22,7 +22,7 @@ from moldau.protocol.codec import build_entity, decode_response, encode_body, re
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.wire import DecodeError
 from moldau.server.control_client import NetworkTransport
-from moldau.storage.partition_name import TopicPartition
+from moldau.storage.partition_name import TopicPartition, by_topic
 from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
@@ -184,9 +184,7 @@ class NetworkVerifySender:
 
 
 def _txn_data(txn: TxnToVerify) -> dict[str, object]:
-    topics: dict[str, list[int]] = {}
-    for tp in txn.partitions:
-        topics.setdefault(tp.topic, []).append(tp.partition)
+    topics = by_topic(txn.partitions)
     return {
         "transactional_id": txn.transactional_id,
         "producer_id": txn.producer_id,
