@@ -1,23 +1,28 @@
-"""Transactions through failures on three real broker processes on ZooKeeper: a
-stream of transactions (confluent-kafka, 2 partitions, RF 3, min.insync.replicas 2)
-goes on through kill -9 of the transaction coordinator's broker and of a partition
-leader. Every transaction whose commit returned is read once; no record of an
-aborted transaction is read; one whose outcome the client never learned is read whole
-or not at all; every partition, __transaction_state's included, has a leader again."""
+"""Transactions on three real broker processes on ZooKeeper. A leader verifies a
+transactional write with a coordinator on another broker (KIP-890, over the
+inter-broker listener). Through failures: a stream of transactions (confluent-kafka,
+2 partitions, RF 3, min.insync.replicas 2) goes on through kill -9 of the transaction
+coordinator's broker and of a partition leader. Every transaction whose commit
+returned is read once; no record of an aborted transaction is read; one whose outcome
+the client never learned is read whole or not at all; every partition,
+__transaction_state's included, has a leader again."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.coordinator.group_metadata_manager import partition_for_group
+from moldau.protocol.errors import ErrorCode
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
+from tests.integration.kafka_wire import WireClient
+from tests.integration.test_txn_verification import TxnProducer, find_coordinator
 
 MakeCluster = Callable[..., Cluster]
 PARTITIONS = 2
@@ -117,7 +122,9 @@ class TxnLoad:
         self._thread.join(120)
 
 
-def read_committed(bootstrap: str, topic: str) -> list[bytes]:
+def read_committed(
+    bootstrap: str, topic: str, partitions: Sequence[int] = range(PARTITIONS)
+) -> list[bytes]:
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -127,11 +134,11 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
             "enable.auto.commit": False,
         }
     )
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    c.assign([TopicPartition(topic, p, 0) for p in partitions])
     got: list[bytes] = []
     eof: set[int] = set()
     deadline = time.monotonic() + 60
-    while len(eof) < PARTITIONS and time.monotonic() < deadline:
+    while len(eof) < len(partitions) and time.monotonic() < deadline:
         m = c.poll(0.5)
         if m is None:
             continue
@@ -141,8 +148,36 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
             continue
         got.append(m.value())
     c.close()
-    assert len(eof) == PARTITIONS
+    assert len(eof) == len(partitions)
     return got
+
+
+def test_a_leader_verifies_a_write_with_the_coordinator_on_another_broker(
+    make_cluster: MakeCluster, topic_name: str
+) -> None:
+    cluster = make_cluster(3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # Partition p on broker p + 1 alone.
+    new = NewTopic(topic_name, num_partitions=3, replica_assignment=[[1], [2], [3]])
+    admin.create_topics([new])[topic_name].result(timeout=30)
+    txn_id = f"tx-{topic_name}"
+    with WireClient(cluster.brokers[1].bootstrap) as any_broker:
+        coordinator = find_coordinator(any_broker, txn_id)
+    leader = next(b for b in cluster.brokers if b != coordinator)
+    partition = leader - 1
+    assert wait_for(lambda: leaders(cluster.bootstrap, topic_name)[partition] == leader, 20)
+    with (
+        WireClient(cluster.brokers[coordinator].bootstrap) as to_coordinator,
+        WireClient(cluster.brokers[leader].bootstrap) as to_leader,
+    ):
+        p = TxnProducer(to_coordinator, txn_id)
+        refused = p.produce(topic_name, 9, partition, to_leader)
+        assert refused.error_code == ErrorCode.invalid_txn_state
+        p.add_partition(topic_name, partition)
+        written = p.produce(topic_name, 9, partition, to_leader)
+        assert (written.error_code, written.base_offset) == (ErrorCode.none, 0)
+        p.end(commit=True)
+    assert read_committed(cluster.bootstrap, topic_name, [partition]) == [b"v0"]
 
 
 def test_transactions_through_the_death_of_their_coordinator_and_of_a_leader(

@@ -23,7 +23,7 @@ from moldau.cli.admin_call import AdminCalls, CallError
 from moldau.cli.common import TIMEOUT_S, admin_client, fetch_metadata
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.storage.partition_name import TopicPartition
+from moldau.storage.partition_name import TopicPartition, by_topic
 
 T = TypeVar("T")
 
@@ -373,9 +373,7 @@ class TxnAdmin:
     def _producers_on(
         self, broker_id: int, tps: Sequence[TopicPartition], pinned: bool
     ) -> dict[TopicPartition, list[ProducerState]]:
-        topics: dict[str, list[int]] = {}
-        for tp in tps:
-            topics.setdefault(tp.topic, []).append(tp.partition)
+        topics = by_topic(tps)
         r = self._send(
             broker_id,
             DESCRIBE_PRODUCERS,

@@ -267,6 +267,11 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT,
                   3_600_000, I.LOW, "How often expired transactional ids are removed.",
                   at_least(1)),
+        # Static here (Kafka can change it dynamically): read once at start-up.
+        ConfigKey("transaction.partition.verification.enable", T.BOOLEAN, True, I.LOW,
+                  "KIP-890: before a transactional batch starts a transaction on a "
+                  "partition, its leader asks the transaction coordinator whether the "
+                  "partition was added to the transaction, and refuses the batch if not."),
         ConfigKey("producer.id.expiration.ms", T.INT, 86_400_000, I.LOW,
                   "How long a partition remembers an idempotent producer after the "
                   "timestamp of its last batch; a retry that comes later may be written "

@@ -788,24 +788,7 @@ class GroupCoordinator:
                     self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
         if error != ErrorCode.none or group is None:
             return dict.fromkeys(offsets, error)
-        results: dict[TopicPartition, ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        now = self._now()
-        for tp, entry in offsets.items():
-            metadata = entry.metadata or ""
-            if len(metadata.encode()) > self.config.max_metadata_size:
-                results[tp] = ErrorCode.offset_metadata_too_large
-                continue
-            at = now if entry.commit_timestamp_ms < 0 else entry.commit_timestamp_ms
-            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, at)
-            accepted[tp] = value
-            records.append(
-                (
-                    encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)),
-                    encode_offset_value(value),
-                )
-            )
+        results, records, accepted = self._offset_records(group_id, offsets)
         if records:
             # Until acknowledged, the commit is pending: expiry must not write a
             # tombstone that would follow it in the log and win after a failover.
@@ -852,19 +835,7 @@ class GroupCoordinator:
             error = ErrorCode.illegal_generation
         if error != ErrorCode.none:
             return dict.fromkeys(offsets, error)
-        results: dict[TopicPartition, ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        now = self._now()
-        for tp, entry in offsets.items():
-            metadata = entry.metadata or ""
-            if len(metadata.encode()) > self.config.max_metadata_size:
-                results[tp] = ErrorCode.offset_metadata_too_large
-                continue
-            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now)
-            accepted[tp] = value
-            key = encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition))
-            records.append((key, encode_offset_value(value)))
+        results, records, accepted = self._offset_records(group_id, offsets)
         if records:
             entries = group.prepare_txn_offset_commit(producer_id, accepted)
 
@@ -879,6 +850,31 @@ class GroupCoordinator:
             for tp in accepted:
                 results[tp] = code
         return results
+
+    def _offset_records(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetCommitEntry]
+    ) -> tuple[
+        dict[TopicPartition, ErrorCode],
+        list[tuple[bytes, bytes | None]],
+        dict[TopicPartition, OffsetAndMetadata],
+    ]:
+        """The records of a commit: (partitions refused with their error, records,
+        the offsets they carry). Metadata too large refuses its partition."""
+        refused: dict[TopicPartition, ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        now = self._now()
+        for tp, entry in offsets.items():
+            metadata = entry.metadata or ""
+            if len(metadata.encode()) > self.config.max_metadata_size:
+                refused[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            at = now if entry.commit_timestamp_ms < 0 else entry.commit_timestamp_ms
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, at)
+            accepted[tp] = value
+            key = encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition))
+            records.append((key, encode_offset_value(value)))
+        return refused, records, accepted
 
     def on_transaction_completed(
         self, producer_id: int, offsets_partitions: Iterable[int], committed: bool

@@ -59,6 +59,7 @@ from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.topic_stats import BrokerTopicStats
+from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
 from moldau.server.apis import KafkaApis
@@ -73,6 +74,7 @@ from moldau.server.network import SocketServer
 from moldau.server.replica_fetch_client import NetworkFetchClient
 from moldau.server.request_metrics import RequestMetrics
 from moldau.server.txn_markers import BrokerMarkerSender
+from moldau.server.txn_verification import TransactionVerifier, broker_verifier
 from moldau.storage.cleaner import clean, dirty_ratio
 from moldau.storage.log_dir_failure import LogDirFailureChannel
 from moldau.storage.log_manager import LogManager
@@ -232,6 +234,21 @@ class Broker:
                 ],
                 request_timeout_ms=config["request.timeout.ms"],
             ),
+        )
+        # KIP-890: a leader asks the coordinator (its own link: one request in flight
+        # per broker) before a transactional batch starts a transaction. None: off.
+        self.verify_link = NetworkTransport(
+            self.broker_id,
+            endpoint,
+            config["request.timeout.ms"],
+            client_id=f"broker-{self.broker_id}-add-partitions-to-txn-sender",
+            reachable=reachable,
+        )
+        self.txn_verification = AddPartitionsToTxnManager(NetworkVerifySender(self.verify_link))
+        self.txn_verifier: TransactionVerifier | None = (
+            broker_verifier(self, self.txn_verification)
+            if config["transaction.partition.verification.enable"]
+            else None
         )
         self.admin_manager = AdminManager(
             config, TopicAdmin(self.client), self.metadata_cache, self.timer
@@ -747,6 +764,8 @@ class Broker:
         await self.group_coordinator.close()
         await self.txn_coordinator.close()
         await self.marker_link.close()
+        await self.txn_verification.close()
+        await self.verify_link.close()
         self.replica_manager.shutdown(checkpoint=clean)
         if clean:
             # Off the event loop: it fsyncs, and in-process clusters run other

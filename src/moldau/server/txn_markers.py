@@ -15,7 +15,7 @@ from moldau.protocol.codec import build_entity, decode_response, encode_body, re
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.replica_manager import TxnMarkerAppend
 from moldau.server.control_client import NetworkTransport
-from moldau.storage.partition_name import TopicPartition
+from moldau.storage.partition_name import TopicPartition, by_topic
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -110,9 +110,7 @@ class BrokerMarkerSender:
 
 
 def _marker_data(marker: TxnMarkerEntry) -> dict[str, object]:
-    topics: dict[str, list[int]] = {}
-    for tp in marker.partitions:
-        topics.setdefault(tp.topic, []).append(tp.partition)
+    topics = by_topic(marker.partitions)
     return {
         "producer_id": marker.producer_id,
         "producer_epoch": marker.producer_epoch,

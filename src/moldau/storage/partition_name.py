@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -23,3 +24,11 @@ class TopicPartition(NamedTuple):
         if not sep or not topic or not partition.isdigit():
             raise ValueError(f"not a partition directory name: {name!r}")
         return cls(topic, int(partition))
+
+
+def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """The partitions grouped by topic, in the order met: how requests list them."""
+    topics: dict[str, list[int]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    return topics

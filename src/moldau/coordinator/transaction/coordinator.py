@@ -41,7 +41,7 @@ from moldau.coordinator.transaction.state_manager import (
 )
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
-from moldau.storage.partition_name import TopicPartition
+from moldau.storage.partition_name import TopicPartition, by_topic
 from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
@@ -559,9 +559,7 @@ class TransactionCoordinator:
         if entry is None or entry.metadata.state == S.DEAD:
             return DescribedTxn(transactional_id, ErrorCode.transactional_id_not_found)
         m = entry.metadata
-        topics: dict[str, list[int]] = {}
-        for tp in sorted(m.partitions):
-            topics.setdefault(tp.topic, []).append(tp.partition)
+        topics = by_topic(sorted(m.partitions))
         return DescribedTxn(
             transactional_id, ErrorCode.none, m.state.display_name, m.producer_id,
             m.producer_epoch, m.txn_timeout_ms, m.txn_start_timestamp, topics,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from moldau.controller.admin import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE
@@ -178,7 +179,16 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
                 getattr(req, "group_instance_id", None),
             )
         )
-    topics = [
+    topics = commit_results(req.topics, results)
+    return build_response(ApiKey.OFFSET_COMMIT, ctx.version, {"throttle_time": 0, "topics": topics})
+
+
+def commit_results(
+    topics: Any, results: Mapping[TopicPartition, ErrorCode]
+) -> list[dict[str, Any]]:
+    """An offset commit's answer (OffsetCommit, TxnOffsetCommit): each partition
+    asked, in the request's order, with its error."""
+    return [
         {
             "name": t.name,
             "partitions": [
@@ -189,9 +199,8 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
                 for p in t.partitions
             ],
         }
-        for t in req.topics
+        for t in topics
     ]
-    return build_response(ApiKey.OFFSET_COMMIT, ctx.version, {"throttle_time": 0, "topics": topics})
 
 
 def _fetch_group(

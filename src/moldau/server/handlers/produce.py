@@ -29,6 +29,7 @@ from moldau.protocol.wire import DecodeError
 from moldau.server.network import CloseConnection
 from moldau.server.request import Deferred, RawBody, RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
+from moldau.storage.producer_state import VerificationGuard
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -131,10 +132,22 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
         )
         return RawBody([body])
 
+    guards: dict[TopicPartition, VerificationGuard] | None = None  # None: not verified
+    verifier = broker.txn_verifier
+    if verifier is not None:
+        guards = {}
+        if req.transactional_id is not None and entries:
+            failed, guards = await verifier.verify(req.transactional_id, entries, version)
+            for tp, (code, message) in failed.items():
+                entries.pop(tp, None)
+                errors[tp] = ProducePartitionResponse(tp.partition, code, error_message=message)
+
     if not entries:
         future.set_result({})
     else:
-        broker.replica_manager.append_records(req.acks, req.timeout_ms, entries, respond)
+        broker.replica_manager.append_records(
+            req.acks, req.timeout_ms, entries, respond, verification_guards=guards
+        )
     if req.acks == 0:
         # No response; on an error Kafka closes the connection so the producer notices
         # (once the answers owed before it are sent: Connection._close_when_answered).

@@ -17,6 +17,7 @@ from moldau.coordinator.transaction.marker_channel import TxnMarkerEntry
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
+from moldau.server.handlers.offsets import commit_results
 from moldau.server.request import RequestContext, Response
 from moldau.server.txn_markers import write_txn_markers
 from moldau.storage.partition_name import TopicPartition
@@ -196,21 +197,10 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext) -> Respo
                 getattr(req, "group_instance_id", None),
             )
         )
-    topics = [
-        {
-            "name": t.name,
-            "partitions": [
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": results[TopicPartition(t.name, p.partition_index)],
-                }
-                for p in t.partitions
-            ],
-        }
-        for t in req.topics
-    ]
     return build_response(
-        ApiKey.TXN_OFFSET_COMMIT, ctx.version, {"throttle_time": 0, "topics": topics}
+        ApiKey.TXN_OFFSET_COMMIT,
+        ctx.version,
+        {"throttle_time": 0, "topics": commit_results(req.topics, results)},
     )
 
 
