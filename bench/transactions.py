@@ -77,6 +77,7 @@ def produce_transactional(
             _produce(p, topic)
         t = time.perf_counter()
         if abort_every and txn % abort_every == abort_every - 1:
+            p.flush(30)  # in the log, for readers to skip (an abort drops what is unsent)
             p.abort_transaction(30)
             continue
         p.commit_transaction(30)
