@@ -96,7 +96,9 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         port = args.port if args.port is not None else conf_port
         if not 0 <= port <= 65535:
             raise CliError(f"--port {port} is not a valid port")
-        props["listeners"] = f"{name}://{host}:{port}"
+        # The other listeners (SSL, SASL_SSL, ...) stay as configured.
+        others = props.get("listeners", "").split(",")[1:]
+        props["listeners"] = ",".join([f"{name}://{host}:{port}", *others])
     if args.metrics_port is not None:
         if not 0 <= args.metrics_port <= 65535:
             raise CliError(f"--metrics-port {args.metrics_port} is not a valid port")
@@ -230,6 +232,14 @@ async def _serve(configs: list[Any]) -> int:
         await cluster.start()
         for b in cluster.brokers:
             where = ", ".join(f"{ep.host}:{ep.port}" for ep in b.advertised_endpoints())
+            # Before the line that says it is up (BrokerProcess waits for that one).
+            if len(b.servers) > 1 or b.servers[0].security_protocol != "PLAINTEXT":
+                for s in b.servers:
+                    print(
+                        f"Moldau broker {b.broker_id} listener {s.listener_name} "
+                        f"({s.security_protocol}) on {s.host or '0.0.0.0'}:{s.port}",
+                        flush=True,
+                    )
             print(
                 f"Moldau broker {b.broker_id} listening on {where} "
                 f"(cluster {b.cluster_id}, data in {', '.join(map(str, b.config.log_dirs))})",

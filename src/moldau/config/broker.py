@@ -58,6 +58,49 @@ BROKER_CONFIG = ConfigDef(
                   "Time to wait for the ZooKeeper connection."),
         ConfigKey("inter.broker.listener.name", T.STRING, None, I.MEDIUM,
                   "Listener brokers use to reach each other; default: the first listener."),
+        ConfigKey("listener.security.protocol.map", T.LIST,
+                  ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+                   "SASL_SSL:SASL_SSL"], I.LOW,
+                  "Each listener name's security protocol, as NAME:PROTOCOL pairs."),
+        ConfigKey("security.inter.broker.protocol", T.STRING, None, I.MEDIUM,
+                  "Security protocol between brokers (the listener of that name); "
+                  "only one of this and inter.broker.listener.name.",
+                  one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+        ConfigKey("ssl.keystore.type", T.STRING, "JKS", I.MEDIUM,
+                  "Keystore format; Moldau reads PEM (JKS and PKCS12 must be converted)."),
+        ConfigKey("ssl.keystore.location", T.STRING, None, I.HIGH,
+                  "PEM file with the private key and the certificate chain."),
+        ConfigKey("ssl.keystore.password", T.PASSWORD, None, I.HIGH,
+                  "Password of the keystore (PEM: of its encrypted key, if ssl.key.password "
+                  "is not set)."),
+        ConfigKey("ssl.keystore.certificate.chain", T.PASSWORD, None, I.HIGH,
+                  "The certificate chain in PEM, inline (with ssl.keystore.key)."),
+        ConfigKey("ssl.keystore.key", T.PASSWORD, None, I.HIGH,
+                  "The private key in PEM, inline (with ssl.keystore.certificate.chain)."),
+        ConfigKey("ssl.key.password", T.PASSWORD, None, I.HIGH,
+                  "Password of the encrypted private key."),
+        ConfigKey("ssl.truststore.type", T.STRING, "JKS", I.MEDIUM,
+                  "Truststore format; Moldau reads PEM."),
+        ConfigKey("ssl.truststore.location", T.STRING, None, I.HIGH,
+                  "PEM file of the trusted CA certificates."),
+        ConfigKey("ssl.truststore.password", T.PASSWORD, None, I.HIGH,
+                  "Truststore password (unused with PEM)."),
+        ConfigKey("ssl.truststore.certificates", T.PASSWORD, None, I.HIGH,
+                  "Trusted certificates in PEM, inline."),
+        ConfigKey("ssl.client.auth", T.STRING, "none", I.MEDIUM,
+                  "Whether SSL clients must present a certificate.",
+                  one_of("none", "requested", "required")),
+        ConfigKey("ssl.principal.mapping.rules", T.STRING, "DEFAULT", I.LOW,
+                  "Rules mapping a client certificate's subject to a principal name."),
+        ConfigKey("ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"], I.MEDIUM,
+                  "TLS versions enabled."),
+        ConfigKey("ssl.protocol", T.STRING, "TLSv1.3", I.MEDIUM,
+                  "Accepted; the versions come from ssl.enabled.protocols."),
+        ConfigKey("ssl.cipher.suites", T.LIST, None, I.LOW,
+                  "Cipher suites (OpenSSL or IANA names) of TLS 1.2; default: OpenSSL's."),
+        ConfigKey("ssl.endpoint.identification.algorithm", T.STRING, "https", I.LOW,
+                  "https: check a broker's host name against its certificate (inter-broker "
+                  "links); empty: do not."),
         ConfigKey("controller.socket.timeout.ms", T.INT, 30_000, I.MEDIUM,
                   "Socket timeout of the controller's requests to brokers.", at_least(1)),
         ConfigKey("num.partitions", T.INT, 1, I.MEDIUM,
@@ -311,7 +354,11 @@ _DEFAULT_STRINGS = {k: to_string(v) for k, v in BROKER_CONFIG.defaults().items()
 class BrokerConfig(BrokerDefaults):
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         raw = dict(props or {})
-        unknown = sorted(k for k in raw if k not in BROKER_CONFIG)
+        # Every key as given: listener.name.<l>.<key> overrides are read from it.
+        self.raw = raw
+        unknown = sorted(
+            k for k in raw if k not in BROKER_CONFIG and not k.startswith("listener.name.")
+        )
         if unknown:
             log.warning("These configurations were supplied but are not used: %s", unknown)
         self.explicit = BROKER_CONFIG.parse(raw, ignore_unknown=True)
@@ -365,6 +412,14 @@ class BrokerConfig(BrokerDefaults):
     def log_dirs(self) -> list[Path]:
         dirs = self.values["log.dirs"] or [self.values["log.dir"]]
         return [Path(d) for d in dirs]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """`name` for one listener: listener.name.<listener>.<name> if given (Kafka's
+        per-listener override), else the broker-wide value."""
+        override = self.raw.get(f"listener.name.{listener.lower()}.{name}")
+        if override is None:
+            return self.values[name]
+        return BROKER_CONFIG.parse_value(name, override)
 
     @property
     def rack(self) -> str | None:

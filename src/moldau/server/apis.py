@@ -157,6 +157,10 @@ _SERVED_WHILE_STARTING = frozenset(
     }
 )
 
+# What a connection of a SASL listener may send before it has authenticated:
+# ApiVersions (18), SaslHandshake (17) and SaslAuthenticate (36).
+SERVED_BEFORE_AUTHENTICATION = frozenset({18, 17, 36})
+
 # Kafka's request names in its RequestMetrics (ApiKeys' names).
 REQUEST_NAMES: dict[int, str] = {
     k: "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey
@@ -177,6 +181,13 @@ class KafkaApis:
         except DecodeError as e:
             raise CloseConnection(f"malformed request header: {e}") from e
         key, version = header.api_key, header.api_version
+        if not conn.session.authenticated and key not in SERVED_BEFORE_AUTHENTICATION:
+            # Kafka's SaslServerAuthenticator: anything else before a successful
+            # SaslAuthenticate is an illegal state, and the connection is closed.
+            raise CloseConnection(
+                f"{REQUEST_NAMES.get(key, key)} before SASL authentication "
+                f"on listener {conn.session.listener}"
+            )
         if not is_supported(key, version):
             return self._unsupported(header)
         started = self.clock.monotonic_ns()
@@ -214,7 +225,7 @@ class KafkaApis:
         self, conn: Connection, header: RequestHeader, frame: memoryview, offset: int
     ) -> Answer:
         key, version = header.api_key, header.api_version
-        ctx = RequestContext(header, frame, offset, conn.client)
+        ctx = RequestContext(header, frame, offset, conn.client, conn.session)
         handler = HANDLERS[ApiKey(key)]
         if not self.broker.serving.is_set() and key not in _SERVED_WHILE_STARTING:
             # Held, as Kafka holds requests until its broker has started (the client's

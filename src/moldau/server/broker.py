@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import os
 import socket
+import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,14 @@ from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.topic_stats import BrokerTopicStats
+from moldau.security.listeners import (
+    Listener,
+    advertised_listeners,
+    broker_listeners,
+    inter_broker_listener,
+)
+from moldau.security.ssl_principal import PrincipalMapper, ssl_principal
+from moldau.security.tls import client_context, server_context
 from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
@@ -89,27 +98,24 @@ FILE_DELETE_CHECK_INTERVAL_MS = 1000
 IDLE_CHECK_INTERVAL_MS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    host: str
-    port: int
+def inter_broker_tls(config: BrokerConfig, listener: Listener) -> ssl.SSLContext | None:
+    """The client side of this broker's links to the others, when their listener
+    is SSL or SASL_SSL (its ssl.* configs: listener.name.<l>.ssl.* over the
+    broker-wide ones)."""
+    if not listener.tls:
+        return None
+    return client_context(lambda name: config.for_listener(listener.name, name))
 
 
-def parse_listeners(values: list[str]) -> list[Listener]:
-    """`NAME://host:port` entries; only PLAINTEXT listeners exist here."""
-    out = []
-    for value in values:
-        name, sep, rest = value.partition("://")
-        host, colon, port = rest.rpartition(":")
-        if not sep or not colon or not port.isdigit():
-            raise InvalidConfigError(f"Invalid listener {value!r}: expected NAME://host:port")
-        if name.upper() != "PLAINTEXT":
-            raise InvalidConfigError(f"Listener {value!r}: only PLAINTEXT listeners are supported")
-        out.append(Listener(name.upper(), host.strip("[]"), int(port)))
-    if len({listener.name for listener in out}) != len(out):
-        raise InvalidConfigError("Each listener must have a distinct name")
-    return out
+def principal_of(mapper: PrincipalMapper, cert: dict[str, Any] | None) -> str | None:
+    return ssl_principal(cert, mapper)
+
+
+def listener_tls(config: BrokerConfig, listener: Listener) -> ssl.SSLContext | None:
+    """The server side of an SSL or SASL_SSL listener."""
+    if not listener.tls:
+        return None
+    return server_context(listener.name, lambda name: config.for_listener(listener.name, name))
 
 
 class Broker:
@@ -130,6 +136,13 @@ class Broker:
             raise InvalidConfigError("broker.id must be set (0 or more)")
         self.clock = clock
         self.timer = timer or AsyncioTimer()
+        # Listeners, their TLS contexts and the inter-broker one's client side, all
+        # checked here: a bad TLS config stops the start with one clear line.
+        self.listeners = broker_listeners(config)
+        advertised_listeners(config)
+        self.inter_broker_listener = inter_broker_listener(config, self.listeners)
+        self.listener_tls = {lis.name: listener_tls(config, lis) for lis in self.listeners}
+        self.inter_broker_ssl = inter_broker_tls(config, self.inter_broker_listener)
         self.store = store
         self.client = MetadataClient(store)
         self.transport = transport
@@ -159,12 +172,18 @@ class Broker:
         # Links to other brokers' inter-broker listeners, as UpdateMetadata names
         # them: to the active controller (AlterPartition), and to the leaders a
         # follower fetches from (one connection per fetcher: one request in flight).
+        # Over TLS when that listener is SSL/SASL_SSL. SASL on these links (S's
+        # sasl.mechanism.inter.broker.protocol) plugs in as NetworkTransport's
+        # `authenticate`, here, for every link alike.
+        inter_broker = self.inter_broker_listener.name
+        tls = self.inter_broker_ssl
+
         def endpoint(b: int) -> tuple[str, int] | None:
-            return self.metadata_cache.endpoint(b, config["inter.broker.listener.name"])
+            return self.metadata_cache.endpoint(b, inter_broker)
 
         timeout = config["controller.socket.timeout.ms"]
         self.controller_link = NetworkTransport(
-            self.broker_id, endpoint, timeout, reachable=reachable
+            self.broker_id, endpoint, timeout, reachable=reachable, ssl_context=tls
         )
         self.fetch_client = NetworkFetchClient(
             lambda: NetworkTransport(
@@ -172,6 +191,7 @@ class Broker:
                 endpoint,
                 timeout + config["replica.fetch.wait.max.ms"],
                 reachable=reachable,
+                ssl_context=tls,
             )
         )
         fetcher_config = FetcherConfig(
@@ -214,6 +234,7 @@ class Broker:
             config["request.timeout.ms"],
             client_id=f"broker-{self.broker_id}-txn-marker-sender",
             reachable=reachable,
+            ssl_context=tls,
         )
         self.txn_coordinator = TransactionCoordinator(
             self.broker_id,
@@ -243,6 +264,7 @@ class Broker:
             config["request.timeout.ms"],
             client_id=f"broker-{self.broker_id}-add-partitions-to-txn-sender",
             reachable=reachable,
+            ssl_context=tls,
         )
         self.txn_verification = AddPartitionsToTxnManager(NetworkVerifySender(self.verify_link))
         self.txn_verifier: TransactionVerifier | None = (
@@ -270,7 +292,6 @@ class Broker:
         )
         self.config_manager.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
-        self.listeners = parse_listeners(config["listeners"])
         self.servers: list[SocketServer] = []
         # Encoded Metadata responses, keyed on the metadata cache version.
         self.metadata_responses: dict[tuple[Any, ...], bytes] = {}
@@ -311,6 +332,10 @@ class Broker:
         # Listen first: while the logs load (on worker threads, the event loop free),
         # clients connect and are told to wait (see KafkaApis: `serving`).
         for listener in self.listeners:
+            tls = self.listener_tls[listener.name]
+            mapper = PrincipalMapper(
+                config.for_listener(listener.name, "ssl.principal.mapping.rules")
+            )
             server = SocketServer(
                 listener.host,
                 listener.port,
@@ -319,6 +344,9 @@ class Broker:
                 config["socket.request.max.bytes"],
                 config["max.connections"],
                 self.clock.monotonic_ms,
+                security_protocol=listener.security_protocol,
+                ssl_context=tls,
+                principal_of=functools.partial(principal_of, mapper) if tls else None,
             )
             await server.start()
             self.servers.append(server)
@@ -383,8 +411,7 @@ class Broker:
         """advertised.listeners if set, else the listeners with their bound ports
         (and this host's name where they bind every interface)."""
         bound = {s.listener_name: s.port for s in self.servers}
-        advertised = self.config["advertised.listeners"]
-        listeners = parse_listeners(advertised) if advertised else self.listeners
+        listeners = advertised_listeners(self.config) or self.listeners
         out = []
         for listener in listeners:
             host = listener.host

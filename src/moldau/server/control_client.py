@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+import ssl
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from moldau.protocol.control import (
@@ -21,6 +22,10 @@ from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
 
 # Where a broker listens, from its registration: (host, port), or None if unknown.
 Resolver = Callable[[int], tuple[str, int] | None]
+
+# Run on a new connection before its first request: SASL authentication of the
+# inter-broker links (sasl.mechanism.inter.broker.protocol) goes here.
+Authenticate = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 T = TypeVar("T")
@@ -47,7 +52,13 @@ class NetworkTransport:
         timeout_ms: int = 30_000,
         client_id: str | None = None,
         reachable: Callable[[int], bool] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Authenticate | None = None,
     ) -> None:
+        """`ssl_context`: connect with TLS (the inter-broker listener is SSL or
+        SASL_SSL); `authenticate`: what a new connection does first (SASL)."""
+        self._ssl = ssl_context
+        self._authenticate = authenticate
         self._client_id = client_id or f"controller-{controller_id}"
         # In-process clusters cut a broker off the network (LocalCluster.isolate).
         self._reachable = reachable
@@ -124,8 +135,16 @@ class NetworkTransport:
         if conn is not None and conn.address == address and not conn.writer.is_closing():
             return conn
         self._drop(broker_id)
-        reader, writer = await asyncio.open_connection(*address)
+        if self._ssl is None:
+            reader, writer = await asyncio.open_connection(*address)
+        else:
+            # The host name as registered is what the broker's certificate names.
+            reader, writer = await asyncio.open_connection(
+                *address, ssl=self._ssl, server_hostname=address[0]
+            )
         conn = self._connections[broker_id] = _Connection(address, reader, writer)
+        if self._authenticate is not None:
+            await self._authenticate(reader, writer)
         return conn
 
     def _drop(self, broker_id: int) -> None:

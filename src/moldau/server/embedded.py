@@ -12,7 +12,8 @@ from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.controller.channel import InProcessTransport
 from moldau.metadata.embedded import EmbeddedSession, EmbeddedTree
-from moldau.server.broker import Broker, parse_listeners
+from moldau.security.listeners import broker_listeners
+from moldau.server.broker import Broker
 
 METADATA_DIR = "@metadata"  # '@' cannot start a topic name, so no log is ever named so
 
@@ -109,7 +110,7 @@ def _with_bound_ports(config: BrokerConfig, broker: Broker) -> BrokerConfig:
     bound = {s.listener_name: s.port for s in broker.servers}
     listeners = [
         f"{lis.name}://{lis.host}:{lis.port or bound.get(lis.name, 0)}"
-        for lis in parse_listeners(config["listeners"])
+        for lis in broker_listeners(config)
     ]
     fixed = copy.copy(config)
     fixed.values = {**config.values, "listeners": listeners}

@@ -15,6 +15,9 @@ an answer to a close (a producer would send again what was appended).
 
 Record data of a Fetch response is sent straight from the segment file with
 sendfile when it is large enough to pay for it; smaller slices are read with pread.
+sendfile cannot go through TLS: on SSL and SASL_SSL listeners slices are read with
+pread in chunks of TLS_CHUNK_BYTES, each written once the transport has room, so a
+large fetch holds one chunk in memory, not the whole slice.
 A slice holds its segment's file open until it is sent (storage.segment.SegmentFile),
 so a segment deleted or closed meanwhile still gives the bytes that were read; one
 truncated meanwhile cannot fill its place in the response, so the connection is
@@ -28,13 +31,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import socket
+import ssl
+import weakref
 from collections.abc import Awaitable, Callable
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from moldau.protocol.fetch import Part
 from moldau.protocol.frames import FrameDecoder, FrameError
-from moldau.server.request import ClientInfo
+from moldau.server.request import ClientInfo, Session
 from moldau.storage.segment import FileRecords
 from moldau.tasks import TaskOwner
 
@@ -50,6 +56,14 @@ MAX_DEFERRED = 64
 # How long a stopping server waits for its connections to send what they hold.
 STOP_GRACE_S = 2.0
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+# File slices read for a TLS transport go out in pieces this large.
+TLS_CHUNK_BYTES = 1024 * 1024
+# A TLS client that has not finished its handshake by then is dropped (a
+# connection stuck half way holds a slot of max.connections meanwhile).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+# The principal of a TLS client from its certificate (ssl.getpeercert()); None
+# refuses the client (no ssl.principal.mapping.rules rule matched).
+PrincipalOf = Callable[[dict[str, Any] | None], str | None]
 
 # Response parts, None (no response, e.g. acks=0), or a future of parts (an answer
 # known later, sent in its turn).
@@ -88,6 +102,7 @@ class Connection(asyncio.Protocol):
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.client = ClientInfo("", 0, server.listener_name)
+        self.session = server.new_session("")
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -106,14 +121,47 @@ class Connection(asyncio.Protocol):
         # uvloop's transports are Transports without subclassing asyncio.Transport.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
+        self.server.handshaking.discard(self)
+        if self.closed:
+            # Refused at accept (max.connections, isolated) before it had a transport.
+            transport.abort()
+            return
         peer = transport.get_extra_info("peername") or ("", 0)
         self.client = ClientInfo(str(peer[0]), int(peer[1]), self.server.listener_name)
+        self.session = self.server.new_session(self.client.host)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and not self._tls_principal(ssl_object):
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self.server.connections.add(self)
         self._task = self.server.tasks.spawn(self._process(), f"conn-{self.client.port}")
+
+    def _tls_principal(self, ssl_object: ssl.SSLObject) -> bool:
+        """The session's principal from the client's certificate (Kafka's SSL
+        principal; a SASL listener's comes from SASL later); False refuses it."""
+        principal_of = self.server.principal_of
+        if principal_of is None:
+            return True
+        cert = ssl_object.getpeercert()
+        principal = principal_of(cert)
+        if principal is None:
+            log.warning(
+                "refusing TLS client %s:%d on listener %s: no ssl.principal.mapping.rules "
+                "rule maps its certificate", self.client.host, self.client.port,
+                self.server.listener_name,
+            )  # fmt: skip
+            return False
+        if cert and not self.session.security_protocol.startswith("SASL"):
+            self.session.principal = principal
+            log.info(
+                "TLS client %s:%d on listener %s is %s",
+                self.client.host, self.client.port, self.server.listener_name, principal,
+            )  # fmt: skip
+        return True
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -237,6 +285,8 @@ class Connection(asyncio.Protocol):
         try:
             if part.size >= SENDFILE_MIN_BYTES and self.server.use_sendfile:
                 sent = await self._sendfile(part)
+            elif part.size > TLS_CHUNK_BYTES and self.server.tls:
+                sent = await self._write_chunks(part)
             else:
                 data = part.read()
                 sent = len(data)
@@ -264,6 +314,25 @@ class Connection(asyncio.Protocol):
             return False
         return True
 
+    async def _write_chunks(self, part: FileRecords) -> int:
+        """pread + write in chunks, each once the transport has room: the bytes sent
+        (fewer if the file was truncated meanwhile)."""
+        assert self.transport is not None
+        fd = part.file.fd
+        sent = 0
+        while sent < part.size and not self.closed:
+            n = min(TLS_CHUNK_BYTES, part.size - sent)
+            data = await asyncio.to_thread(os.pread, fd, n, part.position + sent)
+            if not data:
+                break
+            self.transport.write(data)
+            sent += len(data)
+            if not self._can_write.is_set():
+                await self._can_write.wait()
+        if self.closed:
+            raise ConnectionError("closed while sending")
+        return sent
+
     async def _sendfile(self, part: FileRecords) -> int:
         """The bytes sent. No fallback: asyncio's reads the file object, and this
         one only lends a descriptor."""
@@ -289,7 +358,12 @@ class SocketServer:
         max_connections: int,
         now_ms: Callable[[], int],
         use_sendfile: bool = True,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        principal_of: PrincipalOf | None = None,
     ) -> None:
+        """`ssl_context` for SSL and SASL_SSL listeners; `principal_of` maps a TLS
+        client's certificate to its principal."""
         self.host = host
         self.port = port
         self.listener_name = listener_name
@@ -297,8 +371,15 @@ class SocketServer:
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.now_ms = now_ms
-        self.use_sendfile = use_sendfile
+        self.security_protocol = security_protocol
+        self.ssl_context = ssl_context
+        self.principal_of = principal_of
+        self.tls = ssl_context is not None
+        # sendfile would bypass TLS.
+        self.use_sendfile = use_sendfile and not self.tls
         self.connections: set[Connection] = set()
+        # Accepted, still in their TLS handshake (gone with their Connection if it fails).
+        self.handshaking: weakref.WeakSet[Connection] = weakref.WeakSet()
         self.tasks = TaskOwner(f"listener-{listener_name}")
         self._server: asyncio.Server | None = None
         self.isolated = False
@@ -310,7 +391,13 @@ class SocketServer:
             log.info("event loop %s has no sendfile: fetches use pread", type(loop).__name__)
             self.use_sendfile = False
         self._server = await loop.create_server(
-            self._accept, self.host or None, self.port, reuse_address=True, backlog=1024
+            self._accept,
+            self.host or None,
+            self.port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self.tls else None,
         )
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
@@ -323,15 +410,26 @@ class SocketServer:
             for conn in list(self.connections):
                 conn.close()
 
+    def new_session(self, host: str) -> Session:
+        """A connection's session: on a SASL listener it starts unauthenticated."""
+        return Session(
+            self.listener_name,
+            self.security_protocol,
+            host=host,
+            authenticated=not self.security_protocol.startswith("SASL"),
+        )
+
     def _accept(self) -> Connection:
         conn = Connection(self)
         if self.isolated:
             conn.closed = True
             asyncio.get_running_loop().call_soon(conn.close)
-        elif len(self.connections) >= self.max_connections:
+        elif len(self.connections) + len(self.handshaking) >= self.max_connections:
             log.warning("max.connections %d reached: refusing a connection", self.max_connections)
             conn.closed = True
             asyncio.get_running_loop().call_soon(conn.close)
+        elif self.tls:
+            self.handshaking.add(conn)
         return conn
 
     def close_idle(self, max_idle_ms: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.protocol.codec import RequestHeader, decode_request
@@ -19,11 +19,29 @@ class ClientInfo:
 
 
 @dataclass(slots=True)
+class Session:
+    """Who is on a connection: one per connection, shared (and changed, by SASL)
+    by its requests."""
+
+    listener: str  # listener name, e.g. "SASL_SSL" or "INTERNAL"
+    security_protocol: str  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    principal: str = "User:ANONYMOUS"  # Kafka's KafkaPrincipal as "Type:name"
+    host: str = ""  # the client's address (ACLs match on it)
+    authenticated: bool = True  # False on SASL listeners until SaslAuthenticate succeeds
+    sasl: object | None = None  # the SaslServer in progress, set by SaslHandshake
+
+
+def _plaintext_session() -> Session:
+    return Session("PLAINTEXT", "PLAINTEXT")
+
+
+@dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
     frame: memoryview
     body_offset: int
     client: ClientInfo
+    session: Session = field(default_factory=_plaintext_session)
 
     @property
     def version(self) -> int:

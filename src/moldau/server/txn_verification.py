@@ -137,7 +137,7 @@ def broker_verifier(broker: Broker, manager: AddPartitionsToTxnManager) -> Trans
     """The verifier of `broker`: its replica manager's guards; the coordinator is
     the leader of the transactional id's __transaction_state partition, as this
     broker's metadata cache knows it (Kafka's getTransactionCoordinator)."""
-    listener = broker.config["inter.broker.listener.name"]
+    listener = broker.inter_broker_listener.name
     cache = broker.metadata_cache
 
     def coordinator_of(transactional_id: str) -> int | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.metadata.zookeeper import ZooKeeperStore
-from moldau.server.broker import Broker
+from moldau.security.listeners import broker_listeners, inter_broker_listener
+from moldau.server.broker import Broker, inter_broker_tls
 from moldau.server.control_client import NetworkTransport
 
 
@@ -20,8 +21,15 @@ class ZooKeeperModeServer:
             config["zookeeper.session.timeout.ms"],
             config["zookeeper.connection.timeout.ms"],
         )
+        # The controller reaches brokers on the inter-broker listener, over TLS if
+        # that listener is SSL/SASL_SSL.
+        listener = inter_broker_listener(config, broker_listeners(config))
+        self._listener = listener.name
         self.transport = NetworkTransport(
-            config.broker_id, self._endpoint_of, config["controller.socket.timeout.ms"]
+            config.broker_id,
+            self._endpoint_of,
+            config["controller.socket.timeout.ms"],
+            ssl_context=inter_broker_tls(config, listener),
         )
         self.brokers = [Broker(config, self.store, self.transport, clock)]
 
@@ -30,9 +38,8 @@ class ZooKeeperModeServer:
         registration = self.brokers[0].controller.ctx.live_brokers.get(broker_id)
         if registration is None:
             return None
-        listener = self.config["inter.broker.listener.name"]
         try:
-            ep = registration.endpoint(listener)
+            ep = registration.endpoint(self._listener)
         except KeyError:
             return None
         return ep.host, ep.port

@@ -15,10 +15,14 @@ import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from moldau.testing.isolation import IsolationGroup, isolation_available
 from moldau.testing.process import BrokerProcess, wait_for
 from moldau.testing.zookeeper import ZooKeeperServer, read_children, read_znodes
+
+if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
+    from moldau.testing.certs import Certificates
 
 
 class Cluster:
@@ -29,12 +33,19 @@ class Cluster:
         overrides: Mapping[str, str] | None = None,
         zookeeper: ZooKeeperServer | None = None,
         chroot: str = "/moldau",
+        tls: Certificates | None = None,
+        client_auth: str = "none",
+        inter_broker_listener: str | None = None,
     ) -> None:
+        """`tls`: every broker also listens with TLS (BrokerProcess's `tls`);
+        `inter_broker_listener` (e.g. "SSL") is what brokers use between them."""
         self.directory = Path(directory)
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper")
         self.chroot = chroot
         self.overrides = dict(overrides or {})
+        if inter_broker_listener is not None:
+            self.overrides.setdefault("inter.broker.listener.name", inter_broker_listener)
         # Each broker starts in a group of its own so `isolate` can cut it off, where
         # this machine allows it (root, cgroup v2, nft).
         self.isolation_unavailable = isolation_available()
@@ -43,7 +54,11 @@ class Cluster:
             self._groups = {i: IsolationGroup(f"broker-{i}") for i in range(1, brokers + 1)}
         self.brokers: dict[int, BrokerProcess] = {
             i: BrokerProcess(
-                self.directory / f"broker-{i}", self._settings(i), isolation=self._groups.get(i)
+                self.directory / f"broker-{i}",
+                self._settings(i),
+                isolation=self._groups.get(i),
+                tls=tls,
+                client_auth=client_auth,
             )
             for i in range(1, brokers + 1)
         }
@@ -65,6 +80,11 @@ class Cluster:
     def bootstrap(self) -> str:
         """bootstrap.servers naming every broker that runs."""
         return ",".join(b.bootstrap for b in self.brokers.values() if self.is_running(b))
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """bootstrap.servers naming every running broker's SSL listener."""
+        return ",".join(b.ssl_bootstrap for b in self.brokers.values() if self.is_running(b))
 
     @staticmethod
     def is_running(b: BrokerProcess) -> bool:

@@ -12,10 +12,15 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from moldau.testing.isolation import IsolationGroup
 
+if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
+    from moldau.testing.certs import Certificates
+
 _LISTENING = re.compile(r"listening on [^\s:]+:(\d+)")
+_LISTENER = re.compile(r"listener (\S+) \(\S+\) on \S+:(\d+)")
 
 
 class BrokerProcess:
@@ -27,11 +32,23 @@ class BrokerProcess:
         host: str = "127.0.0.1",
         log_path: Path | None = None,
         isolation: IsolationGroup | None = None,
+        tls: Certificates | None = None,
+        client_auth: str = "none",
     ) -> None:
+        """`tls`: also listen with TLS (an SSL listener, its certificates from that
+        CA, ssl.client.auth=`client_auth`) next to the PLAINTEXT one; its address is
+        `ssl_bootstrap`."""
         self.data_dir = Path(data_dir)
         # A cgroup the process starts in, so that tests can cut it off the network.
         self.isolation = isolation
         self.overrides = dict(overrides or {})
+        self.tls = tls
+        if tls is not None:
+            props = tls.broker_properties(client_auth) | self.overrides
+            props.setdefault("listeners", f"PLAINTEXT://{host}:{port},SSL://{host}:0")
+            self.overrides = props
+        # Each listener's bound port, by name (from the broker's start-up lines).
+        self.listener_ports: dict[str, int] = {}
         self.requested_port = port
         self.host = host
         self.port = port
@@ -45,6 +62,11 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listener's address."""
+        return f"{self.host}:{self.listener_ports['SSL']}"
+
+    @property
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
@@ -53,11 +75,14 @@ class BrokerProcess:
         """Start and wait until it accepts connections. A restart keeps its port."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"broker process {self.proc.pid} is already running")
-        cmd = [
-            sys.executable, "-m", "moldau", "serve",
-            "--host", self.host,
-            "--port", str(self.port or self.requested_port),
-        ]  # fmt: skip
+        cmd = [sys.executable, "-m", "moldau", "serve"]
+        if "listeners" not in self.overrides:  # else they name every port
+            cmd += ["--host", self.host, "--port", str(self.port or self.requested_port)]
+        if self.listener_ports and "listeners" in self.overrides:
+            # A restart keeps every listener's port, as --port keeps the first one's.
+            self.overrides["listeners"] = ",".join(
+                f"{name}://{self.host}:{port}" for name, port in self.listener_ports.items()
+            )
         if "log.dirs" not in self.overrides:  # several log dirs: they name the data dir
             cmd += ["--data-dir", str(self.data_dir)]
         for k, v in self.overrides.items():
@@ -83,6 +108,9 @@ class BrokerProcess:
         for raw in proc.stdout:
             line = raw.decode(errors="replace")
             self._lines.append(line)
+            listener = _LISTENER.search(line)
+            if listener:
+                self.listener_ports[listener.group(1)] = int(listener.group(2))
             m = _LISTENING.search(line)
             if m:
                 self.port = int(m.group(1))
