@@ -67,7 +67,6 @@ from moldau.security.listeners import (
     inter_broker_listener,
 )
 from moldau.security.ssl_principal import PrincipalMapper, ssl_principal
-from moldau.security.tls import client_context, server_context
 from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
@@ -82,6 +81,7 @@ from moldau.server.metrics_http import MetricsServer
 from moldau.server.network import SocketServer
 from moldau.server.replica_fetch_client import NetworkFetchClient
 from moldau.server.request_metrics import RequestMetrics
+from moldau.server.tls import client_context, server_context
 from moldau.server.txn_markers import BrokerMarkerSender
 from moldau.server.txn_verification import TransactionVerifier, broker_verifier
 from moldau.storage.cleaner import clean, dirty_ratio

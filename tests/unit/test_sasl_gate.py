@@ -1,0 +1,61 @@
+"""On a SASL listener a connection starts unauthenticated: until SaslAuthenticate
+succeeds it may send ApiVersions, SaslHandshake and SaslAuthenticate only;
+anything else closes it (Kafka's SaslServerAuthenticator). Other listeners'
+sessions are authenticated from the start."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from moldau.clock import SYSTEM_CLOCK
+from moldau.protocol.apis import ApiKey
+from moldau.server.apis import KafkaApis
+from moldau.server.network import CloseConnection, Connection, SocketServer
+from moldau.server.request_metrics import RequestMetrics
+
+
+def request(api_key: int, version: int, body: bytes = b"") -> memoryview:
+    client_id = b"test"
+    head = struct.pack(">hhih", api_key, version, 7, len(client_id)) + client_id
+    return memoryview(head + body)
+
+
+def connection(protocol: str) -> Any:
+    server = SocketServer("127.0.0.1", 0, protocol, None, 1 << 20, 10, lambda: 0,
+                          security_protocol=protocol)  # type: ignore[arg-type]  # fmt: skip
+    return SimpleNamespace(session=server.new_session("10.0.0.1"), client=None)
+
+
+def apis() -> KafkaApis:
+    serving = asyncio.Event()
+    serving.set()
+    broker = SimpleNamespace(clock=SYSTEM_CLOCK, request_metrics=RequestMetrics(), serving=serving)
+    return KafkaApis(cast(Any, broker))
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_unauthenticated_sasl_connection_gets_api_versions_only(protocol: str) -> None:
+    async def run() -> None:
+        conn = connection(protocol)
+        assert conn.session.authenticated is False
+        assert conn.session.host == "10.0.0.1"
+        answer = await apis().handle(cast(Connection, conn), request(ApiKey.API_VERSIONS, 0))
+        assert answer  # answered
+        for key in (ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.CREATE_TOPICS):
+            with pytest.raises(CloseConnection, match="before SASL authentication"):
+                await apis().handle(cast(Connection, conn), request(key, 1))
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_other_listeners_start_authenticated(protocol: str) -> None:
+    session = connection(protocol).session
+    assert session.authenticated is True
+    assert (session.listener, session.security_protocol) == (protocol, protocol)
+    assert session.principal == "User:ANONYMOUS"
