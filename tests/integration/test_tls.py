@@ -1,0 +1,184 @@
+"""TLS listeners with real clients (librdkafka, kcat) on a broker that listens on
+PLAINTEXT and SSL at once, ssl.client.auth=required: produce, consume in a group,
+admin; each client told the addresses of the listener it came in on; the
+principal from the client's certificate; refused: another CA's certificate, no
+certificate, a plaintext client on the SSL port; handshakes left half way do not
+keep the broker from serving others."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.testing.certs import Certificates
+from moldau.testing.process import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return Certificates.create(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def tls_broker(
+    tmp_path_factory: pytest.TempPathFactory, certs: Certificates
+) -> Iterator[BrokerProcess]:
+    data = tmp_path_factory.mktemp("tls") / "data"
+    with BrokerProcess(data, tls=certs, client_auth="required") as b:
+        yield b
+
+
+def ssl_conf(broker: BrokerProcess, certs: Certificates, cn: str = "alice") -> dict[str, Any]:
+    client = certs.client(cn)
+    return {
+        "bootstrap.servers": broker.ssl_bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.certificate.location": str(client.cert),
+        "ssl.key.location": str(client.key),
+    }
+
+
+def test_produce_consume_in_a_group_and_admin_over_ssl(
+    tls_broker: BrokerProcess, certs: Certificates, topic_name: str
+) -> None:
+    conf = ssl_conf(tls_broker, certs)
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(timeout=30)
+    p = Producer(conf | {"linger.ms": 5})
+    # 3 MiB in one partition: fetches larger than the chunks TLS slices go out in.
+    values = [f"{i:06d}".encode() * 171 for i in range(3000)]
+    for v in values:
+        p.produce(topic_name, v, partition=0)
+    p.produce(topic_name, b"other", partition=1)
+    assert p.flush(30) == 0
+    c = Consumer(conf | {
+        "group.id": f"g-{topic_name}", "auto.offset.reset": "earliest",
+        "max.partition.fetch.bytes": 8 << 20, "fetch.max.bytes": 16 << 20,
+    })  # fmt: skip
+    c.subscribe([topic_name])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    deadline = time.monotonic() + 30
+    while len(got[0]) + len(got[1]) < 3001 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got[m.partition()].append(m.value())
+    c.commit(asynchronous=False)
+    committed = c.committed([*c.assignment()], timeout=10)
+    c.close()
+    assert got == {0: values, 1: [b"other"]}
+    assert sorted(tp.offset for tp in committed) == [1, 3000]
+    # The principal is the certificate's subject (Kafka's default mapping).
+    log = tls_broker.log_path.read_text()
+    assert "on listener SSL is User:CN=alice,O=Moldau Test" in log
+
+
+def test_each_client_gets_the_addresses_of_its_own_listener(
+    tls_broker: BrokerProcess, certs: Certificates
+) -> None:
+    ssl_md = AdminClient(ssl_conf(tls_broker, certs)).list_topics(timeout=20)
+    plain_md = AdminClient({"bootstrap.servers": tls_broker.bootstrap}).list_topics(timeout=20)
+    assert [b.port for b in ssl_md.brokers.values()] == [tls_broker.listener_ports["SSL"]]
+    assert [b.port for b in plain_md.brokers.values()] == [tls_broker.listener_ports["PLAINTEXT"]]
+
+
+def test_kcat_over_ssl(tls_broker: BrokerProcess, certs: Certificates, topic_name: str) -> None:
+    client = certs.client("kcat")
+    args = [
+        "-b", tls_broker.ssl_bootstrap, "-X", "security.protocol=SSL",
+        "-X", f"ssl.ca.location={certs.ca}",
+        "-X", f"ssl.certificate.location={client.cert}",
+        "-X", f"ssl.key.location={client.key}", "-t", topic_name,
+    ]  # fmt: skip
+    subprocess.run(
+        ["kcat", *args, "-P", "-p", "0"], input="a\nb\nc\n", text=True, check=True, timeout=30
+    )
+    out = subprocess.run(
+        ["kcat", *args, "-C", "-p", "0", "-o", "beginning", "-c", "3", "-e", "-f", "%o:%s\n"],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    assert out.stdout.splitlines() == ["0:a", "1:b", "2:c"]
+    assert "on listener SSL is User:CN=kcat,O=Moldau Test" in tls_broker.log_path.read_text()
+
+
+def refused(conf: dict[str, Any]) -> bool:
+    try:
+        AdminClient(conf).list_topics(timeout=4)
+    except KafkaException:
+        return True
+    return False
+
+
+def test_certificate_of_another_ca_or_none_is_refused(
+    tls_broker: BrokerProcess, certs: Certificates, tmp_path: Path
+) -> None:
+    other = Certificates.create(tmp_path / "other", org="Elsewhere")
+    conf = ssl_conf(tls_broker, certs)
+    stranger = other.client("mallory")
+    assert refused(
+        conf | {"ssl.certificate.location": str(stranger.cert),
+                "ssl.key.location": str(stranger.key)}
+    )  # fmt: skip
+    without = {k: v for k, v in conf.items() if not k.startswith(("ssl.cert", "ssl.key"))}
+    assert refused(without)
+    assert "Elsewhere" not in tls_broker.log_path.read_text()
+
+
+def api_versions_request() -> bytes:
+    body = b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04test"  # ApiVersions v0, correlation 1
+    return len(body).to_bytes(4, "big") + body
+
+
+def test_plaintext_client_on_the_ssl_port_is_refused(tls_broker: BrokerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", tls_broker.listener_ports["SSL"]), 5) as s:
+        s.settimeout(10)
+        s.sendall(api_versions_request())
+        answer = s.recv(1024)
+    # Not a Kafka answer: TLS alert bytes at most, then the connection closes.
+    assert not answer or answer[0] == 0x15  # a TLS alert record
+
+
+def test_half_done_handshakes_do_not_stop_the_broker_serving_others(
+    tls_broker: BrokerProcess, certs: Certificates, topic_name: str
+) -> None:
+    port = tls_broker.listener_ports["SSL"]
+    stuck = []
+    try:
+        for i in range(200):
+            s = socket.create_connection(("127.0.0.1", port), 5)
+            if i % 2:
+                # The start of a ClientHello record, then nothing more.
+                s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+            stuck.append(s)
+        started = time.monotonic()
+        p = Producer(ssl_conf(tls_broker, certs))
+        p.produce(topic_name, b"served")
+        assert p.flush(20) == 0
+        assert time.monotonic() - started < 10
+    finally:
+        for s in stuck:
+            s.close()
+
+
+def test_a_jks_keystore_stops_the_start_with_one_line_on_converting_it(tmp_path: Path) -> None:
+    jks = tmp_path / "server.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")
+    out = subprocess.run(
+        [sys.executable, "-m", "moldau", "serve", "--data-dir", str(tmp_path / "data"),
+         "--override", "listeners=SSL://127.0.0.1:0",
+         "--override", f"ssl.keystore.location={jks}"],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0
+    errors = [line for line in out.stderr.splitlines() if "keytool" in line]
+    assert len(errors) == 1, out.stderr
+    assert "ssl.keystore.type=PEM" in errors[0]
