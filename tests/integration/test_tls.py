@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess
+
+KEY_PASSWORD = "key-secret"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,12 @@ def tls_broker(
     tmp_path_factory: pytest.TempPathFactory, certs: Certificates
 ) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("tls") / "data"
-    with BrokerProcess(data, tls=certs, client_auth="required") as b:
+    # Its key encrypted, as a careful operator keeps it.
+    encrypted = {
+        "ssl.keystore.location": str(certs.broker("encrypted", key_password=KEY_PASSWORD)),
+        "ssl.key.password": KEY_PASSWORD,
+    }
+    with BrokerProcess(data, encrypted, tls=certs, client_auth="required") as b:
         yield b
 
 
@@ -108,6 +115,20 @@ def test_kcat_over_ssl(tls_broker: BrokerProcess, certs: Certificates, topic_nam
     )  # fmt: skip
     assert out.stdout.splitlines() == ["0:a", "1:b", "2:c"]
     assert "on listener SSL is User:CN=kcat,O=Moldau Test" in tls_broker.log_path.read_text()
+
+
+def test_describe_configs_never_shows_a_password(
+    tls_broker: BrokerProcess, certs: Certificates
+) -> None:
+    admin = AdminClient(ssl_conf(tls_broker, certs))
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["ssl.client.auth"].value == "required"
+    assert configs["ssl.truststore.location"].value == str(certs.ca)
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert all(s.value is None for s in password.synonyms.values())
+    assert KEY_PASSWORD not in repr(configs)
 
 
 def refused(conf: dict[str, Any]) -> bool:

@@ -51,11 +51,13 @@ def _default_broker_configs(broker: Broker) -> list[dict[str, Any]]:
     """The cluster-wide default resource (the empty name) as Kafka describes it: only the
     dynamic defaults set, each with itself as its one synonym."""
     out = []
-    for name, value in sorted(broker.dynamic_config.defaults.items()):
+    for name, given in sorted(broker.dynamic_config.defaults.items()):
         key = BROKER_CONFIG.keys.get(name)
         if key is None:
             continue
         source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        # As Kafka: a sensitive value is never described.
+        value = None if key.type == ConfigType.PASSWORD else given
         out.append(
             {
                 "name": name,
@@ -88,6 +90,11 @@ def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
         if key.name in broker.config.explicit:
             layers.append((to_string(broker.config[key.name]), ConfigSource.STATIC_BROKER_CONFIG))
         layers.append((to_string(key.default), ConfigSource.DEFAULT_CONFIG))
+        sensitive = key.type == ConfigType.PASSWORD
+        if sensitive:
+            # As Kafka: passwords and inline private keys are never described.
+            value = None
+            layers = [(None, kind) for _, kind in layers]
         synonyms = [{"name": key.name, "value": v, "source": int(s)} for v, s in layers]
         out.append(
             {
@@ -95,7 +102,7 @@ def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
                 "value": value,
                 "read_only": key.name not in _DYNAMIC,
                 "config_source": int(source),
-                "is_sensitive": key.type == ConfigType.PASSWORD,
+                "is_sensitive": sensitive,
                 "synonyms": synonyms,
                 "config_type": int(key.type),
                 "documentation": key.doc,
