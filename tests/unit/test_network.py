@@ -7,7 +7,9 @@ loopback, a handler that stands in for KafkaApis."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -140,4 +142,54 @@ def test_a_request_that_closes_the_connection_waits_for_the_answers_owed_before_
             writer.close()
             await server.stop()
 
+    asyncio.run(run())
+
+
+def test_tls_clients_stuck_in_their_handshake_hold_a_slot_only_until_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moldau.testing.certs import Certificates
+
+    monkeypatch.setattr(network, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+    certs = Certificates.create(tmp_path)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(certs.broker())
+    client_ctx = ssl.create_default_context(cafile=str(certs.ca))
+
+    async def tls_client() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(
+            "127.0.0.1", server.port, ssl=client_ctx, server_hostname="127.0.0.1"
+        )
+
+    async def run() -> None:
+        handler = Handler()
+        nonlocal server
+        server = SocketServer(
+            "127.0.0.1", 0, "SSL", handler, 1 << 20, 3, lambda: 0,
+            security_protocol="SSL", ssl_context=server_ctx,
+        )  # fmt: skip
+        await server.start()
+        try:
+            stuck = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+            await until(lambda: server.pending_handshakes() == 3)
+            # max.connections counts them: a fourth client is refused meanwhile.
+            with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+                reader, writer = await tls_client()
+                await asyncio.wait_for(reader.readexactly(1), 5)
+            # Dropped at the handshake timeout: others are served again.
+            await until(lambda: server.pending_handshakes() == 0)
+            reader, writer = await tls_client()
+            writer.write(frame(b"now:tls"))
+            assert await read_answer(reader) == b"tls"
+            (conn,) = server.connections
+            assert (conn.session.listener, conn.session.security_protocol) == ("SSL", "SSL")
+            assert conn.session.principal == "User:ANONYMOUS"  # no client certificate
+            assert server.use_sendfile is False  # sendfile would bypass TLS
+            writer.close()
+            for _, w in stuck:
+                w.close()
+        finally:
+            await server.stop()
+
+    server: SocketServer
     asyncio.run(run())

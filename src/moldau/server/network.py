@@ -34,7 +34,6 @@ import logging
 import os
 import socket
 import ssl
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, cast
 
@@ -121,7 +120,7 @@ class Connection(asyncio.Protocol):
         # uvloop's transports are Transports without subclassing asyncio.Transport.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
-        self.server.handshaking.discard(self)
+        self.server.handshaking.pop(self, None)
         if self.closed:
             # Refused at accept (max.connections, isolated) before it had a transport.
             transport.abort()
@@ -400,8 +399,9 @@ class SocketServer:
         # sendfile would bypass TLS.
         self.use_sendfile = use_sendfile and not self.tls
         self.connections: set[Connection] = set()
-        # Accepted, still in their TLS handshake (gone with their Connection if it fails).
-        self.handshaking: weakref.WeakSet[Connection] = weakref.WeakSet()
+        # Accepted, still in their TLS handshake: when each was accepted (asyncio
+        # tells a protocol nothing of a handshake that fails or times out).
+        self.handshaking: dict[Connection, float] = {}
         self.tasks = TaskOwner(f"listener-{listener_name}")
         self._server: asyncio.Server | None = None
         self.isolated = False
@@ -432,6 +432,16 @@ class SocketServer:
             for conn in list(self.connections):
                 conn.close()
 
+    def pending_handshakes(self) -> int:
+        """TLS connections still in their handshake, forgetting those past the
+        handshake timeout (asyncio has dropped them)."""
+        if self.handshaking:
+            cutoff = asyncio.get_running_loop().time() - TLS_HANDSHAKE_TIMEOUT_S
+            for conn, accepted in list(self.handshaking.items()):
+                if accepted < cutoff or conn.closed:
+                    del self.handshaking[conn]
+        return len(self.handshaking)
+
     def new_session(self, host: str) -> Session:
         """A connection's session: on a SASL listener it starts unauthenticated."""
         return Session(
@@ -446,12 +456,12 @@ class SocketServer:
         if self.isolated:
             conn.closed = True
             asyncio.get_running_loop().call_soon(conn.close)
-        elif len(self.connections) + len(self.handshaking) >= self.max_connections:
+        elif len(self.connections) + self.pending_handshakes() >= self.max_connections:
             log.warning("max.connections %d reached: refusing a connection", self.max_connections)
             conn.closed = True
             asyncio.get_running_loop().call_soon(conn.close)
         elif self.tls:
-            self.handshaking.add(conn)
+            self.handshaking[conn] = asyncio.get_running_loop().time()
         return conn
 
     def close_idle(self, max_idle_ms: int) -> None:
