@@ -5,6 +5,7 @@ certificates."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ def test_brokers_replicate_over_ssl_and_fail_over(
             "ssl.certificate.location": str(client.cert),
             "ssl.key.location": str(client.key),
         }
+        # Registered as Kafka registers listeners, each with its protocol.
+        registration = json.loads(cluster.znode("/brokers/ids/1") or b"{}")
+        assert registration["listener_security_protocol_map"] == {
+            "PLAINTEXT": "PLAINTEXT", "SSL": "SSL",
+        }  # fmt: skip
         admin = AdminClient(conf)
         admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(timeout=30)
 

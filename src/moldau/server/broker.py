@@ -418,7 +418,7 @@ class Broker:
             if host in ("", "0.0.0.0", "::"):
                 host = socket.getfqdn()
             port = listener.port or bound.get(listener.name, listener.port)
-            out.append(EndPoint(listener.name, host, port))
+            out.append(EndPoint(listener.name, host, port, listener.security_protocol))
         return tuple(out)
 
     @property
