@@ -49,8 +49,13 @@ def test_no_matching_rule_refuses_the_client() -> None:
     assert ssl_principal({"subject": SUBJECT}, mapper) is None
 
 
-def test_escaped_slash_in_a_rule() -> None:
+def test_escapes_and_references_as_java_reads_them() -> None:
     assert PrincipalMapper("RULE:^CN=(.*)$/svc\\/$1/").name("CN=x") == "svc/x"
+    # An escaped slash in the pattern, a literal dot and dollar in the replacement.
+    mapper = PrincipalMapper(r"RULE:^CN=(.*?)\/(.*?),.*$/$2\.$1\$/")
+    assert mapper.name("CN=a/b,O=x") == "b.a$"
+    # References past the groups: cut to one that exists ($12 -> $1, "2"), else literal.
+    assert PrincipalMapper("RULE:^CN=(.*)$/$12-$3/").name("CN=x") == "x2-$3"
 
 
 def test_no_certificate_is_anonymous() -> None:

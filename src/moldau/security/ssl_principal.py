@@ -27,10 +27,10 @@ _KEYWORDS = {
 }
 
 # One rule and the separator after it: DEFAULT, or RULE:pattern/replacement/[LU]
-# (a slash inside pattern or replacement written \/).
+# (a slash inside pattern or replacement escaped, \/), as Kafka splits them.
 _RULE = re.compile(
-    r"\s*(?:(?P<default>DEFAULT)|RULE:(?P<pattern>(?:\\/|[^/])*)/"
-    r"(?P<replacement>(?:\\/|[^/])*)/(?P<case>[LU]?)[^,]*?)\s*(?:,\s*|$)"
+    r"\s*(?:(?P<default>DEFAULT)|RULE:(?P<pattern>(?:\\.|[^\\/])*)/"
+    r"(?P<replacement>(?:\\.|[^\\/])*)/(?P<case>[LU]?)[^,]*?)\s*(?:,\s*|$)"
 )
 
 
@@ -51,21 +51,30 @@ def rfc2253_name(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
     return ",".join(reversed(rdns))
 
 
-def _java_replacement(replacement: str) -> str:
-    """Java's replacement syntax ($1, \\x literal) in Python's (\\g<1>)."""
+def _java_replacement(replacement: str, groups: int) -> str:
+    """Java's replacement syntax ($1, \\x literal) in Python's (\\g<1>). A
+    reference past the pattern's groups is cut to one that exists, else is
+    literal, as Kafka escapes it ($12 with one group: group 1, then "2")."""
     out = []
     i = 0
     while i < len(replacement):
         c = replacement[i]
         if c == "\\" and i + 1 < len(replacement):
-            out.append(re.escape(replacement[i + 1]) if replacement[i + 1] != "\\" else "\\\\")
+            # Java: \x is x itself; in Python's template only a backslash needs one.
+            out.append("\\\\" if replacement[i + 1] == "\\" else replacement[i + 1])
             i += 2
         elif c == "$" and i + 1 < len(replacement) and replacement[i + 1].isdigit():
             j = i + 1
             while j < len(replacement) and replacement[j].isdigit():
                 j += 1
-            out.append(f"\\g<{replacement[i + 1 : j]}>")
-            i = j
+            digits = replacement[i + 1 : j]
+            while int(digits) > groups and len(digits) > 1:
+                digits = digits[:-1]
+            if int(digits) > groups:
+                out.append("$" + digits)
+            else:
+                out.append(f"\\g<{digits}>")
+            i += 1 + len(digits)
         else:
             out.append("\\\\" if c == "\\" else c)
             i += 1
@@ -122,12 +131,12 @@ def parse_rules(text: str) -> list[_Rule]:
             rules.append(_Rule(None))
         else:
             try:
-                pattern = re.compile(m.group("pattern").replace("\\/", "/"))
+                pattern = re.compile(m.group("pattern"))
             except re.error as e:
                 raise InvalidConfigError(
                     f"Invalid pattern in ssl.principal.mapping.rules {m.group('pattern')!r}: {e}"
                 ) from None
-            replacement = _java_replacement(m.group("replacement").replace("\\/", "/"))
+            replacement = _java_replacement(m.group("replacement"), pattern.groups)
             rules.append(_Rule(pattern, replacement, m.group("case")))
         pos = m.end()
     return rules or [_Rule(None)]
