@@ -9,7 +9,7 @@ from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.metadata.zookeeper import ZooKeeperStore
 from moldau.security.listeners import broker_listeners, inter_broker_listener
-from moldau.server.broker import Broker, inter_broker_tls
+from moldau.server.broker import Broker, inter_broker_authenticator, inter_broker_tls
 from moldau.server.control_client import NetworkTransport
 
 
@@ -30,6 +30,7 @@ class ZooKeeperModeServer:
             self._endpoint_of,
             config["controller.socket.timeout.ms"],
             ssl_context=inter_broker_tls(config, listener),
+            authenticate=inter_broker_authenticator(config, listener),
         )
         self.brokers = [Broker(config, self.store, self.transport, clock)]
 
