@@ -8,6 +8,7 @@ keep the broker from serving others."""
 from __future__ import annotations
 
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -39,6 +40,7 @@ def tls_broker(
     encrypted = {
         "ssl.keystore.location": str(certs.broker("encrypted", key_password=KEY_PASSWORD)),
         "ssl.key.password": KEY_PASSWORD,
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
     }
     with BrokerProcess(data, encrypted, tls=certs, client_auth="required") as b:
         yield b
@@ -166,6 +168,41 @@ def test_plaintext_client_on_the_ssl_port_is_refused(tls_broker: BrokerProcess) 
         answer = s.recv(1024)
     # Not a Kafka answer: TLS alert bytes at most, then the connection closes.
     assert not answer or answer[0] == 0x15  # a TLS alert record
+
+
+def read_exactly(s: ssl.SSLSocket, n: int) -> bytes:
+    """n bytes, or b"" if the connection closes first."""
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def read_frame(s: ssl.SSLSocket) -> bytes:
+    head = read_exactly(s, 4)
+    return read_exactly(s, int.from_bytes(head, "big")) if head else b""
+
+
+def test_sasl_ssl_listener_serves_only_api_versions_before_authentication(
+    tls_broker: BrokerProcess, certs: Certificates
+) -> None:
+    # TLS without a client certificate: ssl.client.auth=required is the SSL
+    # listener's; a SASL_SSL listener takes it only from its own prefix (KIP-684).
+    ctx = ssl.create_default_context(cafile=str(certs.ca))
+    address = ("127.0.0.1", tls_broker.listener_ports["SASL_SSL"])
+    with ctx.wrap_socket(socket.create_connection(address, 5), server_hostname="127.0.0.1") as s:
+        s.settimeout(10)
+        s.sendall(api_versions_request())
+        answer = read_frame(s)
+        assert answer[:4] == b"\x00\x00\x00\x01"  # correlation id 1
+        assert answer[4:6] == b"\x00\x00"  # no error
+        metadata = b"\x00\x03\x00\x01\x00\x00\x00\x02\x00\x04test\xff\xff\xff\xff"
+        s.sendall(len(metadata).to_bytes(4, "big") + metadata)
+        assert read_frame(s) == b""  # closed, unanswered
+    assert "Metadata before SASL authentication" in tls_broker.log_path.read_text()
 
 
 def test_half_done_handshakes_do_not_stop_the_broker_serving_others(

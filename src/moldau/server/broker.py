@@ -124,10 +124,19 @@ def principal_of(mapper: PrincipalMapper, cert: dict[str, Any] | None) -> str | 
 
 
 def listener_tls(config: BrokerConfig, listener: Listener) -> ssl.SSLContext | None:
-    """The server side of an SSL or SASL_SSL listener."""
+    """The server side of an SSL or SASL_SSL listener. A SASL_SSL listener asks
+    for client certificates only if its own listener.name.<l>.ssl.client.auth
+    says so, never from the broker-wide value (KIP-684)."""
     if not listener.tls:
         return None
-    return server_context(listener.name, lambda name: config.for_listener(listener.name, name))
+
+    def get(name: str) -> Any:
+        if name == "ssl.client.auth" and listener.sasl:
+            prefixed = f"listener.name.{listener.name.lower()}.{name}"
+            return config.for_listener(listener.name, name) if prefixed in config.raw else "none"
+        return config.for_listener(listener.name, name)
+
+    return server_context(listener.name, get)
 
 
 class Broker:
