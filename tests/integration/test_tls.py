@@ -1,4 +1,4 @@
-"""TLS listeners with real clients (librdkafka, kcat) on a broker that listens on
+"""TLS listeners with real clients (librdkafka, kcat, kafka-python) on a broker that listens on
 PLAINTEXT and SSL at once, ssl.client.auth=required: produce, consume in a group,
 admin; each client told the addresses of the listener it came in on; the
 principal from the client's certificate; refused: another CA's certificate, no
@@ -240,3 +240,30 @@ def test_a_jks_keystore_stops_the_start_with_one_line_on_converting_it(tmp_path:
     errors = [line for line in out.stderr.splitlines() if "keytool" in line]
     assert len(errors) == 1, out.stderr
     assert "ssl.keystore.type=PEM" in errors[0]
+
+
+def test_kafka_python_over_ssl(
+    tls_broker: BrokerProcess, certs: Certificates, topic_name: str
+) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    client = certs.client("kafka-python")
+    conf: dict[str, Any] = {
+        "bootstrap_servers": tls_broker.ssl_bootstrap,
+        "security_protocol": "SSL",
+        "ssl_cafile": str(certs.ca),
+        "ssl_certfile": str(client.cert),
+        "ssl_keyfile": str(client.key),
+    }
+    producer = KafkaProducer(**conf)
+    for i in range(10):
+        producer.send(topic_name, f"v{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic_name, group_id=f"g-{topic_name}", auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000, **conf,
+    )  # fmt: skip
+    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
+    consumer.close()
+    assert got == [f"v{i}".encode() for i in range(10)]
