@@ -32,6 +32,12 @@ def listeners(tmp_path: Path, config: str | None, *flags: str) -> str:
             "PLAINTEXT://127.0.0.1:9094",
         ),
         ("listeners=PLAINTEXT://10.0.0.5:9094\n", (), "PLAINTEXT://10.0.0.5:9094"),
+        # The other listeners stay as configured: a flag changes the first one only.
+        (
+            "listeners=PLAINTEXT://:9092,SSL://:9093,SASL_SSL://:9094\n",
+            ("--port", "19092"),
+            "PLAINTEXT://:19092,SSL://:9093,SASL_SSL://:9094",
+        ),
     ],
 )
 def test_a_flag_keeps_the_rest_of_the_configured_listener(
