@@ -116,7 +116,7 @@ class ResourcePattern:
             return False
         if self.pattern_type == PatternType.PREFIXED:
             return name.startswith(self.name)
-        return self.name == name or self.name == WILDCARD
+        return self.name in (name, WILDCARD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +127,8 @@ class AccessControlEntry:
     permission: AclPermissionType
 
     def applies_to(self, principal: str, host: str) -> bool:
-        return (self.principal == principal or self.principal == WILDCARD_PRINCIPAL) and (
-            self.host == host or self.host == WILDCARD
+        return (self.principal in (principal, WILDCARD_PRINCIPAL)) and (
+            self.host in (host, WILDCARD)
         )
 
 
