@@ -34,7 +34,7 @@ from typing import IO, cast
 
 from moldau.protocol.fetch import Part
 from moldau.protocol.frames import FrameDecoder, FrameError
-from moldau.server.request import ClientInfo
+from moldau.server.request import ClientInfo, Session
 from moldau.storage.segment import FileRecords
 from moldau.tasks import TaskOwner
 
@@ -88,6 +88,7 @@ class Connection(asyncio.Protocol):
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.client = ClientInfo("", 0, server.listener_name)
+        self.session = Session(server.listener_name, "PLAINTEXT")
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -108,6 +109,8 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self.client = ClientInfo(str(peer[0]), int(peer[1]), self.server.listener_name)
+        # Listeners are PLAINTEXT until TLS/SASL come (issue 26): User:ANONYMOUS.
+        self.session = Session(self.server.listener_name, "PLAINTEXT", host=self.client.host)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -19,11 +19,29 @@ class ClientInfo:
 
 
 @dataclass(slots=True)
+class Session:
+    """One connection's security state, shared by its requests (mutable: SASL
+    authenticates it after the connection is made)."""
+
+    listener: str  # listener name, e.g. "SASL_SSL" or "INTERNAL"
+    security_protocol: str  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    principal: str = "User:ANONYMOUS"  # Kafka's KafkaPrincipal as "Type:name"
+    host: str = ""  # the client's address (ACLs match on it)
+    authenticated: bool = True  # False on SASL listeners until SaslAuthenticate succeeds
+    sasl: object | None = None  # the SaslServer in progress, set by SaslHandshake
+
+
+@dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
     frame: memoryview
     body_offset: int
     client: ClientInfo
+    session: Session
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal
 
     @property
     def version(self) -> int:
