@@ -154,3 +154,25 @@ def authorized_operations(
         ):
             bits |= 1 << op
     return bits
+
+
+# DescribeConfigs/AlterConfigs resource types (Kafka's ConfigResource.Type codes).
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER = 2, 4, 8
+
+
+def require_config_access(
+    authorizer: Authorizer | None,
+    ctx: RequestContext,
+    config_resource_type: int,
+    name: str,
+    alter: bool,
+) -> None:
+    """DESCRIBE_CONFIGS (or ALTER_CONFIGS) on the topic, or on the cluster for a
+    broker's configs."""
+    if authorizer is None:
+        return
+    op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
+    if config_resource_type == _CONFIG_TOPIC:
+        require_topic(authorizer, ctx, op, name)
+    elif config_resource_type in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
+        require_cluster(authorizer, ctx, op)
