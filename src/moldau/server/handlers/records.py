@@ -74,6 +74,14 @@ async def handle_delete_records(broker: Broker, ctx: RequestContext) -> Response
 
 async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    if not auth.allows_cluster(broker.authorizer, ctx, Op.DESCRIBE):
+        # Kafka's answer: no directories (v3+ also say why).
+        return build_response(
+            ApiKey.DESCRIBE_LOG_DIRS,
+            ctx.version,
+            {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+             "results": []},
+        )  # fmt: skip
     wanted: set[TopicPartition] | None = None
     if req.topics is not None:
         wanted = {TopicPartition(t.topic, p) for t in req.topics for p in t.partitions}
