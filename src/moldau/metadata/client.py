@@ -370,7 +370,7 @@ class MetadataClient:
 
     async def get_all_acls(self) -> list[tuple[str, str, bool, list[dict[str, str]]]]:
         """Every stored ACL node: (resource type name, resource name, prefixed, entries)."""
-        out: list[tuple[str, str, bool, list[dict[str, str]]]] = []
+        nodes: list[tuple[str, str, bool]] = []
         for prefixed in (False, True):
             root = z.acl_root(prefixed)
             try:
@@ -380,10 +380,10 @@ class MetadataClient:
             for rtype in types:
                 with contextlib.suppress(NoNodeError):
                     for name in await self.store.get_children(f"{root}/{rtype}"):
-                        found = await self.store.get_or_none(f"{root}/{rtype}/{name}")
-                        if found is not None:
-                            out.append((rtype, name, prefixed, z.decode_acls(found[0])))
-        return out
+                        nodes.append((rtype, name, prefixed))
+        # One pipelined read of every node (ZooKeeper: not a round trip each).
+        found = await self.store.get_many([z.acl_path(*n) for n in nodes])
+        return [(*n, z.decode_acls(f[0])) for n, f in zip(nodes, found, strict=True) if f]
 
     async def get_resource_acls(
         self, rtype: str, name: str, prefixed: bool
