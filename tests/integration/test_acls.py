@@ -231,3 +231,21 @@ def test_without_an_authorizer_the_acl_apis_are_disabled(bootstrap: str) -> None
     with pytest.raises(KafkaException) as e:
         grant(admin, binding(ResourceType.TOPIC, "t", AclOperation.READ))
     assert code(e.value) == KafkaError.SECURITY_DISABLED
+
+
+def test_authorized_operations_come_from_the_acls(admin: AdminClient) -> None:
+    from confluent_kafka import TopicCollection
+
+    topic = name("ops")
+    grant(admin, binding(ResourceType.TOPIC, topic, AclOperation.WRITE),
+          binding(ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE))  # fmt: skip
+    create(admin, topic)
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[
+        topic
+    ].result(timeout=10)
+    # WRITE implies DESCRIBE; nothing else was granted on the topic.
+    assert set(described.authorized_operations) == {AclOperation.WRITE, AclOperation.DESCRIBE}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=10)
+    ops = set(cluster.authorized_operations)
+    assert {AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION} <= ops
+    assert AclOperation.IDEMPOTENT_WRITE not in ops and AclOperation.ALTER_CONFIGS not in ops
