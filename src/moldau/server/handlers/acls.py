@@ -1,6 +1,7 @@
 """The ACL APIs: DescribeAcls (29), CreateAcls (30), DeleteAcls (31), as Kafka's
-AclApis serves them. Without an authorizer each answers SECURITY_DISABLED. The
-cluster checks (DESCRIBE, ALTER) are made by the dispatcher (API_CLUSTER_CHECKS)."""
+AclApis serves them. Without an authorizer each answers SECURITY_DISABLED. They need
+DESCRIBE (DescribeAcls) or ALTER (Create/DeleteAcls, which answer it per item) on
+the cluster."""
 
 from __future__ import annotations
 
@@ -22,12 +23,14 @@ from moldau.security.acl import (
     ResourceType,
     binding_error,
 )
+from moldau.server import authorization as auth
 from moldau.server.request import RequestContext, Response
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
 _DISABLED = "No Authorizer is configured on the broker"
+_REFUSED = "Cluster authorization failed."
 
 
 def _enum(cls: Any, value: int) -> Any:
@@ -90,6 +93,8 @@ async def handle_describe_acls(broker: Broker, ctx: RequestContext) -> Response:
 
     if cache is None:
         return answer(ErrorCode.security_disabled, _DISABLED, [])
+    if not auth.allows_cluster(cache.authorizer, ctx, AclOperation.DESCRIBE):
+        return answer(ErrorCode.cluster_authorization_failed, _REFUSED, [])
     f = _filter(req)
     error = _filter_error(f)
     if error is not None:
@@ -117,9 +122,14 @@ async def handle_create_acls(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     cache = broker.acl_cache
     results: list[dict[str, Any]] = []
+    may_alter = auth.allows_cluster(broker.authorizer, ctx, AclOperation.ALTER)
     for c in req.creations:
         if cache is None:
             results.append({"error_code": ErrorCode.security_disabled, "error_message": _DISABLED})
+            continue
+        if not may_alter:
+            results.append({"error_code": ErrorCode.cluster_authorization_failed,
+                            "error_message": _REFUSED})  # fmt: skip
             continue
         b = AclBinding(
             ResourcePattern(
@@ -147,7 +157,12 @@ async def handle_delete_acls(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     cache = broker.acl_cache
     filter_results: list[dict[str, Any]] = []
+    may_alter = auth.allows_cluster(broker.authorizer, ctx, AclOperation.ALTER)
     for raw in req.filters:
+        if cache is not None and not may_alter:
+            filter_results.append({"error_code": ErrorCode.cluster_authorization_failed,
+                                   "error_message": _REFUSED, "matching_acls": []})  # fmt: skip
+            continue
         if cache is None:
             filter_results.append({"error_code": ErrorCode.security_disabled,
                                    "error_message": _DISABLED, "matching_acls": []})  # fmt: skip
