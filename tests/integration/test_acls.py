@@ -10,7 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -254,7 +261,7 @@ def test_authorized_operations_come_from_the_acls(admin: AdminClient) -> None:
     assert AclOperation.IDEMPOTENT_WRITE not in ops and AclOperation.ALTER_CONFIGS not in ops
 
 
-def test_without_alter_on_the_cluster_acls_cannot_be_changed_or_read(tmp_path: Path) -> None:
+def test_without_alter_on_the_cluster_acls_and_leaders_cannot_be_changed(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", AUTHORIZER) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         with pytest.raises(KafkaException) as e:
@@ -280,4 +287,8 @@ def test_without_alter_on_the_cluster_acls_cannot_be_changed_or_read(tmp_path: P
         assert (got.error_code, got.resources) == (ErrorCode.cluster_authorization_failed, ())
         with pytest.raises(KafkaException) as e:
             admin.delete_acls([f])[f].result(timeout=10)
+        assert code(e.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        # Leader elections need ALTER on the cluster too.
+        with pytest.raises(KafkaException) as e:
+            admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(10)
         assert code(e.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED

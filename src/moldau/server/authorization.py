@@ -32,16 +32,15 @@ if TYPE_CHECKING:
 Op = AclOperation
 RT = ResourceType
 
-# Whole-request cluster checks, as KafkaApis makes them (an API's per-resource checks
-# are in its handler).
+# Whole-request cluster checks, as KafkaApis makes them, for APIs whose every version
+# has a top-level error code to say so (the others, and per-resource checks, are in
+# their handlers).
 API_CLUSTER_CHECKS: dict[ApiKey, AclOperation] = {
     ApiKey.LEADER_AND_ISR: Op.CLUSTER_ACTION,
     ApiKey.STOP_REPLICA: Op.CLUSTER_ACTION,
     ApiKey.UPDATE_METADATA: Op.CLUSTER_ACTION,
     ApiKey.CONTROLLED_SHUTDOWN: Op.CLUSTER_ACTION,
     ApiKey.ALTER_PARTITION: Op.CLUSTER_ACTION,
-    ApiKey.WRITE_TXN_MARKERS: Op.CLUSTER_ACTION,
-    ApiKey.ELECT_LEADERS: Op.ALTER,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Op.ALTER,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Op.DESCRIBE,
 }

@@ -263,8 +263,14 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext) -> Respo
         )
         for m in req.markers
     ]
+    if auth.allows_cluster(broker.authorizer, ctx, Op.CLUSTER_ACTION):
+        written = await write_txn_markers(broker, markers)
+    else:
+        # Only brokers write markers; refused per partition (no top-level error field).
+        refused = ErrorCode.cluster_authorization_failed
+        written = [dict.fromkeys(m.partitions, refused) for m in markers]
     answers = []
-    for marker, results in zip(markers, await write_txn_markers(broker, markers), strict=True):
+    for marker, results in zip(markers, written, strict=True):
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in marker.partitions:
             topics.setdefault(tp.topic, []).append(
