@@ -121,6 +121,13 @@ def may_create_topic(authorizer: Authorizer | None, ctx: RequestContext, topic: 
     )
 
 
+def may_write_txn_markers(authorizer: Authorizer | None, ctx: RequestContext) -> bool:
+    """ALTER or CLUSTER_ACTION on the cluster (Kafka's WriteTxnMarkers)."""
+    return allows_cluster(authorizer, ctx, Op.ALTER) or allows_cluster(
+        authorizer, ctx, Op.CLUSTER_ACTION
+    )
+
+
 def may_write_idempotently(authorizer: Authorizer | None, ctx: RequestContext) -> bool:
     """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or
     WRITE on any topic (KIP-679)."""
@@ -141,6 +148,8 @@ def authorized_operations(
     else the operations the principal may do."""
     if authorizer is None:
         return everything
+    if resource_type == RT.CLUSTER and not allows_cluster(authorizer, ctx, Op.DESCRIBE):
+        return 0  # Kafka tells a principal that may not describe the cluster nothing
     s = ctx.session
     bits = 0
     for op in AclOperation:

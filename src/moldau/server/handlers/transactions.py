@@ -263,7 +263,7 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext) -> Respo
         )
         for m in req.markers
     ]
-    if auth.allows_cluster(broker.authorizer, ctx, Op.CLUSTER_ACTION):
+    if auth.may_write_txn_markers(broker.authorizer, ctx):
         written = await write_txn_markers(broker, markers)
     else:
         # Only brokers write markers; refused per partition (no top-level error field).
