@@ -1,5 +1,5 @@
 """The layers of DESIGN.md hold: dependencies point one way (server -> replication,
-coordinator, controller -> storage, metadata, protocol), and protocol/ and storage/
+coordinator, controller -> storage, metadata, protocol), and protocol/, storage/ and security/
 stay free of the event loop and of sockets (sans-IO: they are driven by whoever
 calls them, and testable without a loop). Read from the source's import
 statements, so a new import across a layer fails here, not in review."""
@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "metadata": {"storage", "protocol", "clock"},
 }
 BELOW_SERVER = ("replication", "coordinator", "controller", "storage", "metadata", "protocol")
-NO_EVENT_LOOP = ("protocol", "storage")
+NO_EVENT_LOOP = ("protocol", "storage", "security")
 LOOP_AND_SOCKETS = {"asyncio", "socket", "selectors", "ssl"}
 
 
