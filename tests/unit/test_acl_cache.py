@@ -95,3 +95,29 @@ def test_a_restarted_cache_loads_what_is_stored() -> None:
             await again.close()
 
     asyncio.run(run())
+
+
+def test_old_change_notifications_are_purged_and_caches_stay_right() -> None:
+    async def run() -> None:
+        tree = EmbeddedTree(None)
+        one, two = tree.session(), tree.session()
+        for s in (one, two):
+            await s.start()
+        await MetadataClient(one).create_top_level_paths()
+        writer = AclCache(MetadataClient(one), (), allow_if_no_acl=False)
+        follower = AclCache(MetadataClient(two), (), allow_if_no_acl=False)
+        await writer.start()
+        await follower.start()
+        try:
+            for i in range(200):
+                entry = AccessControlEntry(
+                    f"User:u{i}", "*", AclOperation.READ, AclPermissionType.ALLOW
+                )
+                await writer.update(LITERAL, lambda es, e=entry: [*es, e])
+            assert len(await one.get_children("/kafka-acl-changes")) == 100
+            assert await until(lambda: len(follower.authorizer.acls) == 200)
+        finally:
+            await writer.close()
+            await follower.close()
+
+    asyncio.run(run())

@@ -428,6 +428,16 @@ class MetadataClient:
         )
         await self.store.multi(ops)
 
+    async def purge_acl_changes(self, keep: int) -> None:
+        """Delete all but the newest `keep` notifications of each change path: every
+        cache reloads everything on any name it has not seen, so the old ones only
+        take room (Kafka deletes them after 15 minutes)."""
+        for path in (z.ACL_CHANGES, z.EXTENDED_ACL_CHANGES):
+            names = sorted(await self.store.get_children(path))
+            for name in names[: max(len(names) - keep, 0)]:
+                with contextlib.suppress(NoNodeError):  # another broker purged it first
+                    await self.store.delete(f"{path}/{name}")
+
     async def get_acl_changes(self, watch: Watcher | None = None) -> list[str]:
         """Both change paths' notifications, as "<path>/<name>"."""
         out: list[str] = []

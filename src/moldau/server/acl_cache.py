@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # Attempts of a read-modify-write of one pattern's node against concurrent writers.
 _WRITE_ATTEMPTS = 10
+# Change notifications kept, and how often (in this broker's writes) older ones go.
+_KEEP_CHANGES = 100
+_PURGE_EVERY = 100
 
 
 def bindings_from_store(
@@ -70,6 +73,7 @@ class AclCache:
         self.authorizer = Authorizer([], super_users, allow_if_no_acl)
         self.retry_backoff_s = retry_backoff_s
         self._seen: set[str] = set()
+        self._writes = 0
         self._changes = asyncio.Event()
         self._tasks = TaskOwner("acl-cache")
         # Called after the ACLs changed (tests and metrics hear of it).
@@ -139,5 +143,8 @@ class AclCache:
             # This broker's own change is visible to its next request without waiting
             # for the notification.
             await self._reload()
+            self._writes += 1
+            if self._writes % _PURGE_EVERY == 0:
+                await self.client.purge_acl_changes(_KEEP_CHANGES)
             return before
         raise StoreError(f"ACLs of {pattern} kept changing; gave up")
