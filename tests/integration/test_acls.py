@@ -292,3 +292,20 @@ def test_without_alter_on_the_cluster_acls_and_leaders_cannot_be_changed(tmp_pat
         with pytest.raises(KafkaException) as e:
             admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(10)
         assert code(e.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_transactional_produce_needs_write_on_its_transactional_id(
+    locked: BrokerProcess, admin: AdminClient
+) -> None:
+    topic = name("txn-produce")
+    grant(admin, binding(ResourceType.TOPIC, topic, AclOperation.ALL),
+          binding(ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE))  # fmt: skip
+    create(admin, topic)
+    req = rq.request(0, 9, transactional_id="not-mine", acks=1, timeout=5000,
+                     topic_data=[{"name": topic, "partition_data": [
+                         {"index": 0, "records": b"\0" * 61}]}])  # fmt: skip
+    with WireClient(locked.bootstrap) as c:
+        got = c.request(req)
+    [p] = got.responses[0].partition_responses
+    # Answered per partition (Produce has no top-level error), the connection kept.
+    assert p.error_code == ErrorCode.transactional_id_authorization_failed

@@ -72,9 +72,13 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
     ]
     cacheable = not unknown_ids and authorizer is None
     names = cache.topics() if requested is None else list(dict.fromkeys(requested))
-    visible = auth.filter_authorized(authorizer, ctx, Op.DESCRIBE, RT.TOPIC, names)
+    visible = (
+        None
+        if authorizer is None
+        else auth.filter_authorized(authorizer, ctx, Op.DESCRIBE, RT.TOPIC, names)
+    )
     for name in names:
-        if name not in visible:
+        if visible is not None and name not in visible:
             # All topics: the ones the principal may not describe are left out; named
             # ones are refused, whether they exist or not (Kafka's KafkaApis).
             if requested is not None:
@@ -82,7 +86,9 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
                                "name": name, "is_internal": name in INTERNAL_TOPICS})  # fmt: skip
             continue
         if cache.contains_topic(name):
-            bits = auth.authorized_operations(authorizer, ctx, RT.TOPIC, name, ops.TOPIC)
+            bits = ops.TOPIC
+            if authorizer is not None and topic_ops:
+                bits = auth.authorized_operations(authorizer, ctx, RT.TOPIC, name, ops.TOPIC)
             topics.append(_topic(broker, name, version, authorized(bits, topic_ops)))
             continue
         cacheable = False

@@ -92,9 +92,11 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
     bad_acks = req.acks not in (-1, 0, 1)
     authorizer = broker.authorizer
     refused: set[str] = set()
+    txn_refused = False  # every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if authorizer is not None:
-        if req.transactional_id is not None:
-            auth.require_transactional_id(authorizer, ctx, Op.WRITE, req.transactional_id)
+        txn_refused = req.transactional_id is not None and not auth.allows(
+            authorizer, ctx, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id
+        )
         names = [t.name for t in req.topics]
         refused = set(names) - auth.filter_authorized(authorizer, ctx, Op.WRITE, RT.TOPIC, names)
     for topic in req.topics:
@@ -105,6 +107,8 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
             failure: tuple[ErrorCode, str] | None = None
             if bad_acks:
                 failure = (ErrorCode.invalid_required_acks, f"acks={req.acks} is not -1, 0 or 1")
+            elif txn_refused:
+                failure = (ErrorCode.transactional_id_authorization_failed, "")
             elif topic.name in refused:
                 failure = (ErrorCode.topic_authorization_failed, "")
             elif topic.name in INTERNAL_TOPICS:
