@@ -4,6 +4,7 @@ allows, with Kafka's errors, as real clients (confluent-kafka) see them."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
@@ -288,6 +289,13 @@ def test_without_alter_on_the_cluster_acls_and_leaders_cannot_be_changed(tmp_pat
         with pytest.raises(KafkaException) as e:
             admin.delete_acls([f])[f].result(timeout=10)
         assert code(e.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        # A follower's fetch needs CLUSTER_ACTION: refused per partition (Fetch v4 has no
+        # top-level error), the connection kept.
+        follower = dataclasses.replace(rq.fetch("t", 0, 0, version=4), replica_id=2)
+        with WireClient(b.bootstrap) as c:
+            got = c.request(follower, 4)
+        [p] = got.responses[0].partitions
+        assert p.error_code == ErrorCode.topic_authorization_failed
         # Leader elections need ALTER on the cluster too.
         with pytest.raises(KafkaException) as e:
             admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("t", 0)]).result(10)

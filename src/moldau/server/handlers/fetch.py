@@ -10,12 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from moldau.protocol.errors import (
-    ErrorCode,
-    KafkaError,
-    KafkaStorageError,
-    TopicAuthorizationFailedError,
-)
+from moldau.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from moldau.protocol.fetch import (
     FetchPartitionResult,
     FetchTopicResult,
@@ -52,12 +47,6 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
     authorizer = broker.authorizer
-    if (
-        authorizer is not None
-        and replica_id >= 0
-        and not auth.allows_cluster(authorizer, ctx, Op.CLUSTER_ACTION)
-    ):
-        raise TopicAuthorizationFailedError("a follower's fetch needs CLUSTER_ACTION")
     max_bytes = req.max_bytes if version >= 3 else 2**31 - 1
     max_bytes = min(max_bytes, broker.config["fetch.max.bytes"])
     params = FetchParams(
@@ -106,9 +95,14 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                 cached.tp = TopicPartition(ids[cached.topic_id], cached.tp.partition)
 
     refused: set[str] = set()
-    if authorizer is not None and replica_id < 0:
+    if authorizer is not None:
+        # Per partition, as Kafka answers (Fetch v0-v6 have no top-level error): a
+        # consumer needs READ on the topic, a follower CLUSTER_ACTION on the cluster.
         names = {c.tp.topic for c in context.partitions if c.tp.topic}
-        refused = names - auth.filter_authorized(authorizer, ctx, Op.READ, RT.TOPIC, names)
+        if replica_id < 0:
+            refused = names - auth.filter_authorized(authorizer, ctx, Op.READ, RT.TOPIC, names)
+        elif not auth.allows_cluster(authorizer, ctx, Op.CLUSTER_ACTION):
+            refused = names
     # Partitions of unknown topic ids are answered without a read.
     reads = [c.to_read() for c in context.partitions if c.tp.topic and c.tp.topic not in refused]
     future: asyncio.Future[list[FetchPartitionRead]] = asyncio.get_running_loop().create_future()
