@@ -167,3 +167,28 @@ def test_entry_json_is_kafkas() -> None:
     assert d == {"principal": ALICE, "permissionType": "Allow",
                  "operation": "DescribeConfigs", "host": "*"}  # fmt: skip
     assert entry_from_json(d) == e
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "moldau.security.Authorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ],
+)
+def test_authorizer_class_names_are_moldaus_and_kafkas(name: str) -> None:
+    from moldau.config.broker import BrokerConfig
+
+    config = BrokerConfig({"authorizer.class.name": name})
+    assert config["authorizer.class.name"] == name
+    assert config["allow.everyone.if.no.acl.found"] is False  # Kafka's default
+
+
+def test_an_unknown_authorizer_is_a_config_error() -> None:
+    from moldau.config.broker import BrokerConfig
+    from moldau.protocol.errors import InvalidConfigError
+
+    assert BrokerConfig()["authorizer.class.name"] == ""  # none: nothing is checked
+    with pytest.raises(InvalidConfigError, match=r"authorizer\.class\.name"):
+        BrokerConfig({"authorizer.class.name": "com.example.MyAuthorizer"})
