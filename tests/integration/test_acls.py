@@ -317,3 +317,19 @@ def test_a_transactional_produce_needs_write_on_its_transactional_id(
     [p] = got.responses[0].partition_responses
     # Answered per partition (Produce has no top-level error), the connection kept.
     assert p.error_code == ErrorCode.transactional_id_authorization_failed
+
+
+def test_a_created_topics_configs_need_describe_configs(
+    locked: BrokerProcess, admin: AdminClient
+) -> None:
+    hidden, shown = name("cfg-hidden"), name("cfg-shown")
+    grant(admin, binding(ResourceType.TOPIC, "cfg-", AclOperation.CREATE, pattern=PRE),
+          binding(ResourceType.TOPIC, shown, AclOperation.DESCRIBE_CONFIGS))  # fmt: skip
+    with WireClient(locked.bootstrap) as c:
+        got = c.request(rq.create_topics(hidden, shown))
+    by_name = {t.name: t for t in got.topics}
+    assert by_name[hidden].error_code == ErrorCode.none
+    assert by_name[hidden].topic_config_error_code == ErrorCode.topic_authorization_failed
+    assert not by_name[hidden].configs
+    assert by_name[shown].topic_config_error_code == ErrorCode.none
+    assert by_name[shown].configs

@@ -58,6 +58,10 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext) -> Response:
         result["topic_id"] = assignment.topic_id
         result["num_partitions"] = len(assignment.partitions)
         result["replication_factor"] = len(next(iter(assignment.partitions.values())))
+        if not auth.allows(broker.authorizer, ctx, Op.DESCRIBE_CONFIGS, RT.TOPIC, t.name):
+            # Created, but its configs are not shown (Kafka's KafkaApis, v5+).
+            result["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            return result
         overrides = {k: v for k, v in configs.items() if v is not None}
         result["configs"] = [
             {
