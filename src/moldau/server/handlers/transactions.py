@@ -361,7 +361,12 @@ async def handle_describe_transactions(broker: Broker, ctx: RequestContext) -> R
                 "transaction_start_time": d.transaction_start_time_ms,
                 "producer_id": d.producer_id,
                 "producer_epoch": d.producer_epoch,
-                "topics": [{"topic": n, "partitions": ps} for n, ps in d.topics.items()],
+                # Only the topics the principal may describe (Kafka's KafkaApis).
+                "topics": [
+                    {"topic": n, "partitions": ps}
+                    for n, ps in d.topics.items()
+                    if auth.allows(broker.authorizer, ctx, Op.DESCRIBE, RT.TOPIC, n)
+                ],
             }
         )
     return build_response(
