@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reassign-partitions",
         "transactions",
         "pipeline",
+        "acls",
     ):
         module = _tool(name)
         if module is not None:

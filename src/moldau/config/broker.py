@@ -29,6 +29,14 @@ log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 
+# authorizer.class.name values that mean Moldau's ACL authorizer: its own name and
+# Kafka's two, so a Kafka server.properties works unchanged.
+AUTHORIZER_NAMES = (
+    "moldau.security.Authorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
+
 # Broker configs that AlterConfigs may change at run time, per broker or for all
 # (Kafka's DynamicConfig.Broker, the replication quotas).
 DYNAMIC_BROKER_CONFIGS = frozenset({
@@ -111,6 +119,16 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("auto.create.topics.enable", T.BOOLEAN, True, I.HIGH,
                   "Create a topic when a client asks for its metadata or produces to it."),
         ConfigKey("delete.topic.enable", T.BOOLEAN, True, I.HIGH, "Allow DeleteTopics."),
+        ConfigKey("authorizer.class.name", T.STRING, "", I.LOW,
+                  "The authorizer: moldau.security.Authorizer, or Kafka's "
+                  "kafka.security.authorizer.AclAuthorizer or "
+                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer (the same ACL "
+                  "authorizer); empty: none, every request is allowed.",
+                  one_of("", *AUTHORIZER_NAMES)),
+        ConfigKey("super.users", T.STRING, None, I.LOW,
+                  "Principals (User:name) separated by ';' that may do anything."),
+        ConfigKey("allow.everyone.if.no.acl.found", T.BOOLEAN, False, I.LOW,
+                  "Allow a request on a resource that no ACL names (with an authorizer)."),
         ConfigKey("message.max.bytes", T.INT, 1_048_588, I.HIGH,
                   "Largest record batch size allowed (topic: max.message.bytes).", at_least(0)),
         ConfigKey("socket.request.max.bytes", T.INT, 104_857_600, I.HIGH,

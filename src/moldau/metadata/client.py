@@ -23,6 +23,7 @@ from moldau.metadata.store import (
     Op,
     SetDataOp,
     Watcher,
+    parent_of,
 )
 from moldau.storage.partition_name import TopicPartition
 
@@ -364,6 +365,85 @@ class MetadataClient:
     async def get_config_change(self, name: str) -> str | None:
         found = await self.store.get_or_none(f"{z.CONFIG_CHANGES}/{name}")
         return None if found is None else z.decode_config_change(found[0])
+
+    # -- ACLs ----------------------------------------------------------------------------
+
+    async def get_all_acls(self) -> list[tuple[str, str, bool, list[dict[str, str]]]]:
+        """Every stored ACL node: (resource type name, resource name, prefixed, entries)."""
+        nodes: list[tuple[str, str, bool]] = []
+        for prefixed in (False, True):
+            root = z.acl_root(prefixed)
+            try:
+                types = await self.store.get_children(root)
+            except NoNodeError:
+                continue
+            for rtype in types:
+                with contextlib.suppress(NoNodeError):
+                    for name in await self.store.get_children(f"{root}/{rtype}"):
+                        nodes.append((rtype, name, prefixed))
+        # One pipelined read of every node (ZooKeeper: not a round trip each).
+        found = await self.store.get_many([z.acl_path(*n) for n in nodes])
+        return [(*n, z.decode_acls(f[0])) for n, f in zip(nodes, found, strict=True) if f]
+
+    async def get_resource_acls(
+        self, rtype: str, name: str, prefixed: bool
+    ) -> tuple[list[dict[str, str]], int]:
+        """The ACL entries of one resource pattern, and its node's version (-1: none)."""
+        found = await self.store.get_or_none(z.acl_path(rtype, name, prefixed))
+        if found is None:
+            return [], -1
+        return z.decode_acls(found[0]), found[1].version
+
+    async def set_resource_acls(
+        self,
+        rtype: str,
+        name: str,
+        prefixed: bool,
+        entries: Sequence[Mapping[str, str]],
+        version: int,
+    ) -> None:
+        """Replace a resource pattern's ACLs if its node is still at `version` (-1: it
+        did not exist), deleting the node when none remain, and announce the change
+        in the same write. BadVersionError/NodeExistsError/NoNodeError: someone else
+        changed it first; read again and retry."""
+        path = z.acl_path(rtype, name, prefixed)
+        if version < 0:
+            await self.store.ensure_path(parent_of(path))
+        ops: list[Op] = []
+        if not entries:
+            if version < 0:
+                return
+            ops.append(DeleteOp(path, version))
+        elif version < 0:
+            ops.append(CreateOp(path, z.encode_acls(entries)))
+        else:
+            ops.append(SetDataOp(path, z.encode_acls(entries), version))
+        changes = z.EXTENDED_ACL_CHANGES if prefixed else z.ACL_CHANGES
+        ops.append(
+            CreateOp(
+                f"{changes}/{z.ACL_CHANGE_PREFIX}",
+                z.encode_acl_change(rtype, name, prefixed),
+                sequential=True,
+            )
+        )
+        await self.store.multi(ops)
+
+    async def purge_acl_changes(self, keep: int) -> None:
+        """Delete all but the newest `keep` notifications of each change path: every
+        cache reloads everything on any name it has not seen, so the old ones only
+        take room (Kafka deletes them after 15 minutes)."""
+        for path in (z.ACL_CHANGES, z.EXTENDED_ACL_CHANGES):
+            names = sorted(await self.store.get_children(path))
+            for name in names[: max(len(names) - keep, 0)]:
+                with contextlib.suppress(NoNodeError):  # another broker purged it first
+                    await self.store.delete(f"{path}/{name}")
+
+    async def get_acl_changes(self, watch: Watcher | None = None) -> list[str]:
+        """Both change paths' notifications, as "<path>/<name>"."""
+        out: list[str] = []
+        for path in (z.ACL_CHANGES, z.EXTENDED_ACL_CHANGES):
+            out.extend(f"{path}/{n}" for n in await self.store.get_children(path, watch))
+        return out
 
     # -- deletion ------------------------------------------------------------------------
 

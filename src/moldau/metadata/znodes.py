@@ -11,6 +11,10 @@ Kafka's ZooKeeper formats so that a reader who knows Kafka's znodes knows ours.
 /controller_epoch                             integer
 /admin/delete_topics/<topic>
 /log_dir_event_notification/log_dir_event_<seq>  {"version":1,"broker":...,"event":1}
+/kafka-acl/<Type>/<name>                      literal ACLs {"version":1,"acls":[...]}
+/kafka-acl-extended/prefixed/<Type>/<name>    prefixed ACLs, the same JSON
+/kafka-acl-changes/acl_changes_<seq>          "<Type>:<name>" (a literal resource changed)
+/kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType",...} (prefixed)
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 LOG_DIR_EVENTS = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 LOG_DIR_FAILURE_EVENT = 1
+ACLS = "/kafka-acl"
+PREFIXED_ACLS = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 # Paths that exist in every cluster, created at start-up.
 PERSISTENT_PATHS = (
@@ -51,6 +60,10 @@ PERSISTENT_PATHS = (
     CONFIG_CHANGES,
     DELETE_TOPICS,
     LOG_DIR_EVENTS,
+    ACLS,
+    PREFIXED_ACLS,
+    ACL_CHANGES,
+    EXTENDED_ACL_CHANGES,
     "/cluster",
     "/admin",
 )
@@ -333,3 +346,31 @@ def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
 
 def decode_controller(data: bytes) -> int:
     return int(_loads(data)["brokerid"])
+
+
+# -- ACLs (Kafka's ZkAclStore / ZkAclChangeStore) ----------------------------------------
+
+
+def acl_root(prefixed: bool) -> str:
+    return PREFIXED_ACLS if prefixed else ACLS
+
+
+def acl_path(resource_type: str, name: str, prefixed: bool) -> str:
+    """resource_type is Kafka's name (Topic, Group, Cluster, TransactionalId)."""
+    return f"{acl_root(prefixed)}/{resource_type}/{name}"
+
+
+def encode_acls(entries: Sequence[Mapping[str, str]]) -> bytes:
+    return _dumps({"version": 1, "acls": list(entries)})
+
+
+def decode_acls(data: bytes) -> list[dict[str, str]]:
+    return list(_loads(data).get("acls", []))
+
+
+def encode_acl_change(resource_type: str, name: str, prefixed: bool) -> bytes:
+    if not prefixed:
+        return f"{resource_type}:{name}".encode()
+    return _dumps(
+        {"version": 1, "resourceType": resource_type, "name": name, "patternType": "PREFIXED"}
+    )

@@ -1,0 +1,1 @@
+"""Security: sans-IO models and decisions (no asyncio, no sockets)."""

@@ -27,6 +27,12 @@ from moldau.protocol.codec import (
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.fetch import Part, part_size
 from moldau.protocol.wire import DecodeError, pack_i32
+from moldau.server.authorization import API_CLUSTER_CHECKS, require_cluster
+from moldau.server.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from moldau.server.handlers.alter_partition import handle_alter_partition
 from moldau.server.handlers.api_versions import api_versions_response, handle_api_versions
 from moldau.server.handlers.configs import (
@@ -136,6 +142,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
 }
 
 # Advertise only what has a handler.
@@ -241,6 +250,9 @@ class KafkaApis:
             else:
                 await self.broker.serving.wait()
         try:
+            authorizer = self.broker.authorizer
+            if authorizer is not None and key in API_CLUSTER_CHECKS:
+                require_cluster(authorizer, ctx, API_CLUSTER_CHECKS[ApiKey(key)])
             response = await handler(self.broker, ctx)
         except DecodeError as e:
             raise CloseConnection(f"malformed {ApiKey(key).name} v{version} request: {e}") from e

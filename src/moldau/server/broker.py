@@ -60,6 +60,7 @@ from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.topic_stats import BrokerTopicStats
+from moldau.security.authorizer import Authorizer, parse_super_users
 from moldau.security.listeners import (
     Listener,
     advertised_listeners,
@@ -67,6 +68,7 @@ from moldau.security.listeners import (
     inter_broker_listener,
 )
 from moldau.security.ssl_principal import PrincipalMapper, ssl_principal
+from moldau.server.acl_cache import AclCache
 from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
@@ -185,6 +187,14 @@ class Broker:
         self.config_manager.broker_listeners.append(self.dynamic_config.on_change)
         self.dynamic_config.listeners.append(self._update_quota_bounds)
         self.dynamic_config.listeners.append(self.config_manager.reconfigure)
+        # The ACLs, when authorizer.class.name names an authorizer (None: no checks).
+        self.acl_cache: AclCache | None = None
+        if config["authorizer.class.name"]:
+            self.acl_cache = AclCache(
+                self.client,
+                parse_super_users(config["super.users"]),
+                bool(config["allow.everyone.if.no.acl.found"]),
+            )
         self.alter_partition_manager = AlterPartitionManager(self._send_alter_partition)
         self.fetch_manager = FetchManager(
             FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], clock)
@@ -348,6 +358,9 @@ class Broker:
         )
         await self.config_manager.load(self._topics_on_disk())
         await self.dynamic_config.load()
+        if self.acl_cache is not None:
+            # Before listening: no request is decided without the ACLs.
+            await self.acl_cache.start()
         self._update_quota_bounds()
         for topic in list(self.config_manager.overrides):
             self._update_throttled_replicas(topic)
@@ -790,6 +803,11 @@ class Broker:
         for server in self.servers:
             server.isolate(isolated)
 
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The current ACLs' authorizer; None without one (everything allowed)."""
+        return None if self.acl_cache is None else self.acl_cache.authorizer
+
     async def shutdown(self, controlled: bool | None = None) -> None:
         """Move leaderships away (a controlled shutdown: by default on ZooKeeper,
         where the other brokers live on), stop serving, then flush and close every
@@ -817,6 +835,8 @@ class Broker:
         await self.fetch_client.close()
         await self.controller.close()
         await self.config_manager.close()
+        if self.acl_cache is not None:
+            await self.acl_cache.close()
         await self.group_coordinator.close()
         await self.txn_coordinator.close()
         await self.marker_link.close()

@@ -44,6 +44,10 @@ class RequestContext:
     session: Session = field(default_factory=_plaintext_session)
 
     @property
+    def principal(self) -> str:
+        return self.session.principal
+
+    @property
     def version(self) -> int:
         return self.header.api_version
 

@@ -27,6 +27,7 @@ from moldau.protocol.errors import (
     KafkaError,
     UnknownTopicOrPartitionError,
 )
+from moldau.server import authorization as auth
 from moldau.server.request import RequestContext, Response
 
 if TYPE_CHECKING:
@@ -136,6 +137,9 @@ async def handle_describe_configs(broker: Broker, ctx: RequestContext) -> Respon
             "configs": [],
         }
         try:
+            auth.require_config_access(
+                broker.authorizer, ctx, res.resource_type, res.resource_name, alter=False
+            )
             if res.resource_type == TOPIC:
                 overrides = await _topic_overrides(broker, res.resource_name)
                 configs = [
@@ -237,6 +241,9 @@ async def handle_alter_configs(broker: Broker, ctx: RequestContext) -> Response:
             "error_code": ErrorCode.none,
         }
         try:
+            auth.require_config_access(
+                broker.authorizer, ctx, res.resource_type, res.resource_name, alter=True
+            )
             await _current(broker, res.resource_type, res.resource_name)
             new = {c.name: c.value for c in res.configs if c.value is not None}
             await _alter(broker, res.resource_type, res.resource_name, new, bool(req.validate_only))
@@ -259,6 +266,9 @@ async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext) 
             "error_code": ErrorCode.none,
         }
         try:
+            auth.require_config_access(
+                broker.authorizer, ctx, res.resource_type, res.resource_name, alter=True
+            )
             new = dict(await _current(broker, res.resource_type, res.resource_name))
             names = [c.name for c in res.configs]
             if len(names) != len(set(names)):

@@ -10,6 +10,8 @@ from moldau.controller.controller import NotControllerError
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl import AclOperation
+from moldau.server import authorization as auth
 from moldau.server.request import RequestContext
 from moldau.storage.partition_name import TopicPartition
 
@@ -63,6 +65,10 @@ async def handle_elect_leaders(broker: Broker, ctx: RequestContext) -> Any:
             TopicPartition(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions
         )
     )
+    if not auth.allows_cluster(broker.authorizer, ctx, AclOperation.ALTER):
+        # Every partition refused (v0 has no top-level error field).
+        refused = ErrorCode.cluster_authorization_failed
+        return _response(ctx.version, refused, dict.fromkeys(partitions or (), refused))
     if election_type not in (PREFERRED, UNCLEAN):
         results = dict.fromkeys(partitions or (), ErrorCode.invalid_request)
         return _response(ctx.version, ErrorCode.invalid_request, results)

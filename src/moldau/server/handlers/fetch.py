@@ -21,6 +21,9 @@ from moldau.protocol.legacy_records import MAGIC_V0, MAGIC_V1, cut_message_set, 
 from moldau.protocol.records import Compression, codecs_of
 from moldau.replication.partition import FetchIsolation
 from moldau.replication.replica_manager import FetchParams, FetchPartitionRead
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.fetch_session import FINAL_EPOCH, CachedPartition, SessionKey
 from moldau.server.request import RawBody, RequestContext, Response
 from moldau.storage.log import FetchDataInfo
@@ -43,6 +46,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
         isolation = FetchIsolation.TXN_COMMITTED
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
+    authorizer = broker.authorizer
     max_bytes = req.max_bytes if version >= 3 else 2**31 - 1
     max_bytes = min(max_bytes, broker.config["fetch.max.bytes"])
     params = FetchParams(
@@ -90,8 +94,17 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             if not cached.tp.topic and cached.topic_id in ids:
                 cached.tp = TopicPartition(ids[cached.topic_id], cached.tp.partition)
 
+    refused: set[str] = set()
+    if authorizer is not None:
+        # Per partition, as Kafka answers (Fetch v0-v6 have no top-level error): a
+        # consumer needs READ on the topic, a follower CLUSTER_ACTION on the cluster.
+        names = {c.tp.topic for c in context.partitions if c.tp.topic}
+        if replica_id < 0:
+            refused = names - auth.filter_authorized(authorizer, ctx, Op.READ, RT.TOPIC, names)
+        elif not auth.allows_cluster(authorizer, ctx, Op.CLUSTER_ACTION):
+            refused = names
     # Partitions of unknown topic ids are answered without a read.
-    reads = [c.to_read() for c in context.partitions if c.tp.topic]
+    reads = [c.to_read() for c in context.partitions if c.tp.topic and c.tp.topic not in refused]
     future: asyncio.Future[list[FetchPartitionRead]] = asyncio.get_running_loop().create_future()
 
     def respond(result: list[FetchPartitionRead]) -> None:
@@ -108,6 +121,8 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             error = ErrorCode.unknown_topic_or_partition
             if not cached.tp.topic:
                 error = ErrorCode.unknown_topic_id
+            elif cached.tp.topic in refused:
+                error = ErrorCode.topic_authorization_failed
             read = FetchPartitionRead(cached.tp, cached.fetch_offset, -1, 0, error=error)
         results.append(read)
     session_id, answer = context.respond(results)

@@ -11,6 +11,9 @@ from moldau.coordinator.group_coordinator import JoinRequest
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server import authorized_operations as ops
 from moldau.server.authorized_operations import authorized
 from moldau.server.request import RequestContext, Response
@@ -26,6 +29,7 @@ def _ms(value: Any) -> int:
 
 async def handle_join_group(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    auth.require_group(broker.authorizer, ctx, Op.READ, req.group_id)
     version = ctx.version
     session_ms = _ms(req.session_timeout)
     result = await broker.group_coordinator.join_group(
@@ -65,6 +69,7 @@ async def handle_join_group(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_sync_group(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    auth.require_group(broker.authorizer, ctx, Op.READ, req.group_id)
     result = await broker.group_coordinator.sync_group(
         req.group_id,
         req.generation_id,
@@ -89,6 +94,7 @@ async def handle_sync_group(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_heartbeat(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    auth.require_group(broker.authorizer, ctx, Op.READ, req.group_id)
     error = broker.group_coordinator.heartbeat(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
     )
@@ -97,6 +103,7 @@ async def handle_heartbeat(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_leave_group(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    auth.require_group(broker.authorizer, ctx, Op.READ, req.group_id)
     version = ctx.version
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -122,7 +129,21 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext) -> Response:
 async def handle_describe_groups(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     groups = []
+    authorizer = broker.authorizer
     for group_id in req.groups:
+        if not auth.allows(authorizer, ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            groups.append(
+                {
+                    "error_code": ErrorCode.group_authorization_failed,
+                    "group_id": group_id,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                    "authorized_operations": -(2**31),
+                }
+            )
+            continue
         error, group = broker.group_coordinator.describe_group(group_id)
         described: dict[str, Any] = {
             "error_code": error,
@@ -135,7 +156,7 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext) -> Respons
         }
         if error == ErrorCode.none:  # a group that does not exist too (DEAD), as Kafka
             described["authorized_operations"] = authorized(
-                ops.GROUP,
+                auth.authorized_operations(authorizer, ctx, RT.GROUP, group_id, ops.GROUP),
                 bool(getattr(req, "include_authorized_operations", False)),  # v3+
             )
         if error == ErrorCode.none and group is not None:
@@ -172,6 +193,12 @@ async def handle_list_groups(broker: Broker, ctx: RequestContext) -> Response:
     error, groups = broker.group_coordinator.list_groups()
     if types and "classic" not in types:
         groups = []
+    authorizer = broker.authorizer
+    if authorizer is not None and not auth.allows_cluster(authorizer, ctx, Op.DESCRIBE):
+        # Without DESCRIBE on the cluster, the groups the principal may describe.
+        groups = [
+            g for g in groups if auth.allows(authorizer, ctx, Op.DESCRIBE, RT.GROUP, g.group_id)
+        ]
     listed = [
         {
             "group_id": g.group_id,
@@ -189,7 +216,15 @@ async def handle_list_groups(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_delete_groups(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
-    results = await broker.group_coordinator.delete_groups(req.groups_names)
+    deletable = auth.filter_authorized(
+        broker.authorizer, ctx, Op.DELETE, RT.GROUP, req.groups_names
+    )
+    results = await broker.group_coordinator.delete_groups(
+        [g for g in req.groups_names if g in deletable]
+    )
+    for g in req.groups_names:
+        if g not in deletable:
+            results[g] = ErrorCode.group_authorization_failed
     return build_response(
         ApiKey.DELETE_GROUPS,
         ctx.version,
@@ -202,6 +237,11 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_offset_delete(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    authorizer = broker.authorizer
+    auth.require_group(authorizer, ctx, Op.DELETE, req.group_id)
+    readable = auth.filter_authorized(
+        authorizer, ctx, Op.READ, RT.TOPIC, (t.name for t in req.topics)
+    )
     cache = broker.metadata_cache
     # As Kafka's KafkaApis: a partition the cluster does not have is answered
     # UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator.
@@ -211,6 +251,12 @@ async def handle_offset_delete(broker: Broker, ctx: RequestContext) -> Response:
         for p in t.partitions
         if cache.partition_state(tp := TopicPartition(t.name, p.partition_index)) is None
     }
+    for t in req.topics:
+        if t.name not in readable:
+            for p in t.partitions:
+                unknown[TopicPartition(t.name, p.partition_index)] = (
+                    ErrorCode.topic_authorization_failed
+                )
     wanted = [
         tp
         for t in req.topics

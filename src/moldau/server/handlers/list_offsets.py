@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from moldau.replication.partition import FetchIsolation
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.handlers.fetch import READ_COMMITTED
 from moldau.server.request import RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
@@ -21,7 +24,7 @@ async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     version = ctx.version
     if version == 0:
-        return _list_offsets_v0(broker, req)
+        return _list_offsets_v0(broker, ctx, req)
     if req.replica_id >= 0:
         isolation = FetchIsolation.LOG_END
     elif version >= 2 and req.isolation_level == READ_COMMITTED:
@@ -29,6 +32,9 @@ async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
     topics = []
+    described = auth.filter_authorized(
+        broker.authorizer, ctx, Op.DESCRIBE, RT.TOPIC, (t.name for t in req.topics)
+    )
     for t in req.topics:
         partitions: list[dict[str, Any]] = []
         for p in t.partitions:
@@ -39,6 +45,8 @@ async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
                 "offset": -1,
             }
             try:
+                if t.name not in described:
+                    raise TopicAuthorizationFailedError(t.name)
                 partition = broker.replica_manager.get_partition_or_error(tp)
                 found = partition.fetch_offset_for_timestamp(
                     p.timestamp,
@@ -56,13 +64,18 @@ async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
     return build_response(ApiKey.LIST_OFFSETS, version, {"throttle_time": 0, "topics": topics})
 
 
-def _list_offsets_v0(broker: Broker, req: Any) -> Response:
+def _list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     topics = []
+    described = auth.filter_authorized(
+        broker.authorizer, ctx, Op.DESCRIBE, RT.TOPIC, (t.name for t in req.topics)
+    )
     for t in req.topics:
         partitions: list[dict[str, Any]] = []
         for p in t.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index}
             try:
+                if t.name not in described:
+                    raise TopicAuthorizationFailedError(t.name)
                 partition = broker.replica_manager.get_partition_or_error(
                     TopicPartition(t.name, p.partition_index)
                 )

@@ -19,6 +19,10 @@ from moldau.protocol.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
+from moldau.security.acl import CLUSTER_NAME
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server import authorized_operations as ops
 from moldau.server.authorized_operations import authorized
 from moldau.server.request import RawBody, RequestContext, Response
@@ -58,20 +62,41 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
         topic_ops,
         cluster_ops,
     )
-    cached = None if unknown_ids else broker.metadata_responses.get(key)
+    authorizer = broker.authorizer
+    # Answers differ per principal with an authorizer: none are cached then.
+    cached = None if unknown_ids or authorizer else broker.metadata_responses.get(key)
     if cached is not None:
         return RawBody([cached])
     topics: list[dict[str, Any]] = [
         {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": i} for i in unknown_ids
     ]
-    cacheable = not unknown_ids
+    cacheable = not unknown_ids and authorizer is None
     names = cache.topics() if requested is None else list(dict.fromkeys(requested))
+    visible = (
+        None
+        if authorizer is None
+        else auth.filter_authorized(authorizer, ctx, Op.DESCRIBE, RT.TOPIC, names)
+    )
     for name in names:
+        if visible is not None and name not in visible:
+            # All topics: the ones the principal may not describe are left out; named
+            # ones are refused, whether they exist or not (Kafka's KafkaApis).
+            if requested is not None:
+                topics.append({"error_code": ErrorCode.topic_authorization_failed,
+                               "name": name, "is_internal": name in INTERNAL_TOPICS})  # fmt: skip
+            continue
         if cache.contains_topic(name):
-            topics.append(_topic(broker, name, version, topic_ops))
+            bits = ops.TOPIC
+            if authorizer is not None and topic_ops:
+                bits = auth.authorized_operations(authorizer, ctx, RT.TOPIC, name, ops.TOPIC)
+            topics.append(_topic(broker, name, version, authorized(bits, topic_ops)))
             continue
         cacheable = False
-        error = await _unknown_topic(broker, name, allow_auto)
+        auto = allow_auto and broker.config["auto.create.topics.enable"]
+        if auto and authorizer and not auth.may_create_topic(authorizer, ctx, name):
+            error = ErrorCode.topic_authorization_failed
+        else:
+            error = await _unknown_topic(broker, name, allow_auto)
         topics.append({"error_code": error, "name": name, "is_internal": name in INTERNAL_TOPICS})
     brokers = []
     for b in sorted(cache.brokers.values(), key=lambda b: b.id):
@@ -88,7 +113,12 @@ async def handle_metadata(broker: Broker, ctx: RequestContext) -> Response:
                 "cluster_id": broker.cluster_id,
                 "controller_id": cache.controller_id if cache.controller_id is not None else -1,
                 "topics": topics,
-                "cluster_authorized_operations": authorized(ops.CLUSTER, cluster_ops),
+                "cluster_authorized_operations": authorized(
+                    auth.authorized_operations(
+                        authorizer, ctx, RT.CLUSTER, CLUSTER_NAME, ops.CLUSTER
+                    ),
+                    cluster_ops,
+                ),
             },
         )
     )
@@ -149,7 +179,7 @@ async def handle_metadata_while_starting(broker: Broker, ctx: RequestContext) ->
     )
 
 
-def _topic(broker: Broker, name: str, version: int, operations: bool) -> dict[str, Any]:
+def _topic(broker: Broker, name: str, version: int, operations: int) -> dict[str, Any]:
     cache = broker.metadata_cache
     partitions = []
     for p, s in sorted(cache.partitions[name].items()):
@@ -182,7 +212,7 @@ def _topic(broker: Broker, name: str, version: int, operations: bool) -> dict[st
         "topic_id": cache.topic_ids.get(name),
         "is_internal": name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": authorized(ops.TOPIC, operations),
+        "topic_authorized_operations": operations,
     }
 
 
@@ -236,7 +266,10 @@ async def handle_describe_cluster(broker: Broker, ctx: RequestContext) -> Respon
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
             "brokers": brokers,
             "cluster_authorized_operations": authorized(
-                ops.CLUSTER, bool(req.include_cluster_authorized_operations)
+                auth.authorized_operations(
+                    broker.authorizer, ctx, RT.CLUSTER, CLUSTER_NAME, ops.CLUSTER
+                ),
+                bool(req.include_cluster_authorized_operations),
             ),
         },
     )

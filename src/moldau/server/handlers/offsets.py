@@ -19,6 +19,9 @@ from moldau.protocol.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.request import RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
@@ -128,14 +131,27 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext) -> Respon
     version = ctx.version
     listener = ctx.client.listener
     key_type = req.key_type if version >= 1 else GROUP_KEY
+    authorizer = broker.authorizer
+
+    async def find(key: str) -> dict[str, Any]:
+        if authorizer is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
+            group = key_type == GROUP_KEY
+            rt = RT.GROUP if group else RT.TRANSACTIONAL_ID
+            if not auth.allows(authorizer, ctx, Op.DESCRIBE, rt, key):
+                code = (
+                    ErrorCode.group_authorization_failed
+                    if group
+                    else ErrorCode.transactional_id_authorization_failed
+                )
+                return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code}
+        return await _coordinator(broker, key, key_type, listener)
+
     if version >= 4:
-        coordinators = [
-            await _coordinator(broker, k, key_type, listener) for k in req.coordinator_keys
-        ]
+        coordinators = [await find(k) for k in req.coordinator_keys]
         return build_response(
             ApiKey.FIND_COORDINATOR, version, {"throttle_time": 0, "coordinators": coordinators}
         )
-    found = await _coordinator(broker, req.key, key_type, listener)
+    found = await find(req.key)
     found.pop("key")
     found["throttle_time"] = 0
     return build_response(ApiKey.FIND_COORDINATOR, version, found)
@@ -152,12 +168,27 @@ async def _ensure_offsets_topic_for_v0(broker: Broker, version: int) -> None:
 
 async def handle_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    authorizer = broker.authorizer
+    if authorizer is not None and not auth.allows(authorizer, ctx, Op.READ, RT.GROUP, req.group_id):
+        # Every partition answers GROUP_AUTHORIZATION_FAILED (Kafka's KafkaApis).
+        refused = {TopicPartition(t.name, p.partition_index): ErrorCode.group_authorization_failed
+                   for t in req.topics for p in t.partitions}  # fmt: skip
+        topics = commit_results(req.topics, refused)
+        return build_response(
+            ApiKey.OFFSET_COMMIT, ctx.version, {"throttle_time": 0, "topics": topics}
+        )
+    readable = auth.filter_authorized(
+        authorizer, ctx, Op.READ, RT.TOPIC, (t.name for t in req.topics)
+    )
     await _ensure_offsets_topic_for_v0(broker, ctx.version)
     offsets: dict[TopicPartition, OffsetCommitEntry] = {}
     results: dict[TopicPartition, ErrorCode] = {}
     for t in req.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if t.name not in readable:
+                results[tp] = ErrorCode.topic_authorization_failed
+                continue
             if not broker.metadata_cache.contains_topic(t.name):
                 results[tp] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -204,14 +235,28 @@ def commit_results(
 
 
 def _fetch_group(
-    broker: Broker, group_id: str, topics: Any, require_stable: bool = False
+    broker: Broker,
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    authorizer = broker.authorizer
+    if authorizer is not None and not auth.allows(authorizer, ctx, Op.DESCRIBE, RT.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
     wanted = None
     if topics is not None:
         wanted = [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
     coordinator = broker.group_coordinator
     error, found = coordinator.fetch_offsets(group_id, wanted)
     listed = wanted if wanted is not None else sorted(found)
+    # Topics the principal may not describe: named ones are refused, the others left
+    # out of an all-topics answer.
+    visible = auth.filter_authorized(
+        authorizer, ctx, Op.DESCRIBE, RT.TOPIC, (tp.topic for tp in listed)
+    )
+    if wanted is None:
+        listed = [tp for tp in listed if tp.topic in visible]
     # KIP-447: a consumer that requires stable offsets waits out commits in flight
     # (in a transaction not ended yet); it retries on UNSTABLE_OFFSET_COMMIT.
     unstable = (
@@ -225,6 +270,8 @@ def _fetch_group(
         code = error if wanted is not None and error != ErrorCode.none else ErrorCode.none
         if tp in unstable:
             code = ErrorCode.unstable_offset_commit
+        if tp.topic not in visible:
+            committed, code = None, ErrorCode.topic_authorization_failed
         by_topic.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
@@ -244,11 +291,11 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext) -> Response:
     if version >= 8:
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(broker, g.group_id, g.topics, req.require_stable)
+            error, topics = _fetch_group(broker, ctx, g.group_id, g.topics, req.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return build_response(ApiKey.OFFSET_FETCH, version, {"throttle_time": 0, "groups": groups})
     error, topics = _fetch_group(
-        broker, req.group_id, req.topics, version >= 7 and req.require_stable
+        broker, ctx, req.group_id, req.topics, version >= 7 and req.require_stable
     )
     if version < 2 and error != ErrorCode.none:
         # v0-1 have no top-level error: it is reported per partition.

@@ -26,6 +26,9 @@ from moldau.protocol.records import (
     offset_and_length,
 )
 from moldau.protocol.wire import DecodeError
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.network import CloseConnection
 from moldau.server.request import Deferred, RawBody, RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
@@ -87,6 +90,15 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
     errors: dict[TopicPartition, ProducePartitionResponse] = {}
     order: list[tuple[str, list[TopicPartition]]] = []
     bad_acks = req.acks not in (-1, 0, 1)
+    authorizer = broker.authorizer
+    refused: set[str] = set()
+    txn_refused = False  # every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if authorizer is not None:
+        txn_refused = req.transactional_id is not None and not auth.allows(
+            authorizer, ctx, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id
+        )
+        names = [t.name for t in req.topics]
+        refused = set(names) - auth.filter_authorized(authorizer, ctx, Op.WRITE, RT.TOPIC, names)
     for topic in req.topics:
         tps = []
         for p in topic.partitions:
@@ -95,6 +107,10 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
             failure: tuple[ErrorCode, str] | None = None
             if bad_acks:
                 failure = (ErrorCode.invalid_required_acks, f"acks={req.acks} is not -1, 0 or 1")
+            elif txn_refused:
+                failure = (ErrorCode.transactional_id_authorization_failed, "")
+            elif topic.name in refused:
+                failure = (ErrorCode.topic_authorization_failed, "")
             elif topic.name in INTERNAL_TOPICS:
                 failure = (
                     ErrorCode.invalid_topic_exception,

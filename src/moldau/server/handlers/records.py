@@ -12,6 +12,9 @@ from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode
 from moldau.replication.delayed import INVALID_LOW_WATERMARK, DeleteRecordsPartitionStatus
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.request import RequestContext, Response
 from moldau.storage.partition_name import TopicPartition
 
@@ -28,8 +31,13 @@ async def handle_delete_records(broker: Broker, ctx: RequestContext) -> Response
             asked[TopicPartition(t.name, p.partition_index)] = p.offset
     status: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
     offsets: dict[TopicPartition, int] = {}
+    deletable = auth.filter_authorized(
+        broker.authorizer, ctx, Op.DELETE, RT.TOPIC, (tp.topic for tp in asked)
+    )
     for tp, offset in asked.items():
-        if broker.metadata_cache.partition_state(tp) is None:
+        if tp.topic not in deletable:
+            error = ErrorCode.topic_authorization_failed
+        elif broker.metadata_cache.partition_state(tp) is None:
             error = ErrorCode.unknown_topic_or_partition
         elif tp.topic in INTERNAL_TOPICS:
             error = ErrorCode.invalid_topic_exception
@@ -66,6 +74,14 @@ async def handle_delete_records(broker: Broker, ctx: RequestContext) -> Response
 
 async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    if not auth.allows_cluster(broker.authorizer, ctx, Op.DESCRIBE):
+        # Kafka's answer: no directories (v3+ also say why).
+        return build_response(
+            ApiKey.DESCRIBE_LOG_DIRS,
+            ctx.version,
+            {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+             "results": []},
+        )  # fmt: skip
     wanted: set[TopicPartition] | None = None
     if req.topics is not None:
         wanted = {TopicPartition(t.topic, p) for t in req.topics for p in t.partitions}

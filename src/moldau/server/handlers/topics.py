@@ -11,6 +11,9 @@ from moldau.controller.admin import NewTopic
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.request import RequestContext, Response
 
 if TYPE_CHECKING:
@@ -35,6 +38,10 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext) -> Response:
                 f"Create topics request contains multiple entries for {t.name}"
             )
             return result
+        if not auth.may_create_topic(broker.authorizer, ctx, t.name):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            result["error_message"] = "Authorization failed."
+            return result
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         configs = {c.name: c.value for c in t.configs}
         try:
@@ -51,6 +58,10 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext) -> Response:
         result["topic_id"] = assignment.topic_id
         result["num_partitions"] = len(assignment.partitions)
         result["replication_factor"] = len(next(iter(assignment.partitions.values())))
+        if not auth.allows(broker.authorizer, ctx, Op.DESCRIBE_CONFIGS, RT.TOPIC, t.name):
+            # Created, but its configs are not shown (Kafka's KafkaApis, v5+).
+            result["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            return result
         overrides = {k: v for k, v in configs.items() if v is not None}
         result["configs"] = [
             {
@@ -83,6 +94,9 @@ async def handle_delete_topics(broker: Broker, ctx: RequestContext) -> Response:
         if name is None:
             result["error_code"] = ErrorCode.unknown_topic_id
             return result
+        if not auth.allows(broker.authorizer, ctx, Op.DELETE, RT.TOPIC, name):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            return result
         if not broker.config["delete.topic.enable"]:
             result["error_code"] = ErrorCode.topic_deletion_disabled
             return result
@@ -108,6 +122,10 @@ async def handle_create_partitions(broker: Broker, ctx: RequestContext) -> Respo
         if counts[t.name] > 1:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"Duplicate topic in request: {t.name}"
+            return result
+        if not auth.allows(broker.authorizer, ctx, Op.ALTER, RT.TOPIC, t.name):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            result["error_message"] = "Authorization failed."
             return result
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:

@@ -16,7 +16,10 @@ from moldau.coordinator.group_coordinator import OffsetCommitEntry
 from moldau.coordinator.transaction.marker_channel import TxnMarkerEntry
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.codec import build_response
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ClusterAuthorizationFailedError, ErrorCode
+from moldau.security.acl import AclOperation as Op
+from moldau.security.acl import ResourceType as RT
+from moldau.server import authorization as auth
 from moldau.server.handlers.offsets import commit_results
 from moldau.server.request import RequestContext, Response
 from moldau.server.txn_markers import write_txn_markers
@@ -44,6 +47,11 @@ async def handle_init_producer_id(broker: Broker, ctx: RequestContext) -> Respon
     req = ctx.body()
     version = ctx.version
     timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
+    authorizer = broker.authorizer
+    if req.transactional_id:
+        auth.require_transactional_id(authorizer, ctx, Op.WRITE, req.transactional_id)
+    elif not auth.may_write_idempotently(authorizer, ctx):
+        raise ClusterAuthorizationFailedError("an idempotent producer needs IDEMPOTENT_WRITE")
     result = await broker.txn_coordinator.handle_init_producer_id(
         req.transactional_id or None,
         timeout_ms,
@@ -73,6 +81,7 @@ def _by_topic(results: dict[TopicPartition, ErrorCode], error_key: str) -> list[
 
 async def _add_partitions(
     broker: Broker,
+    ctx: RequestContext,
     version: int,
     transactional_id: str,
     producer_id: int,
@@ -81,6 +90,22 @@ async def _add_partitions(
     verify_only: bool = False,
 ) -> dict[TopicPartition, ErrorCode]:
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+    authorizer = broker.authorizer
+    if authorizer is not None and version < 4:
+        # Kafka's per-partition answers: the transactional id refused fails them all;
+        # a topic refused fails its partitions, the others are not attempted.
+        if not auth.allows(authorizer, ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
+        writable = auth.filter_authorized(
+            authorizer, ctx, Op.WRITE, RT.TOPIC, (tp.topic for tp in partitions)
+        )
+        if any(tp.topic not in writable for tp in partitions):
+            return {
+                tp: ErrorCode.operation_not_attempted
+                if tp.topic in writable
+                else ErrorCode.topic_authorization_failed
+                for tp in partitions
+            }
     # Partitions of unknown topics fail the request; the others are not attempted (Kafka).
     unknown = [tp for tp in partitions if broker.metadata_cache.partition_state(tp) is None]
     if unknown:
@@ -104,6 +129,7 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext) -> R
     if version < 4:
         results = await _add_partitions(
             broker,
+            ctx,
             version,
             req.v3_and_below_transactional_id,
             req.v3_and_below_producer_id,
@@ -119,10 +145,12 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext) -> R
             },
         )
     # v4+: a batch of transactions, as partition leaders send it to verify (KIP-890).
+    auth.require_cluster(broker.authorizer, ctx, Op.CLUSTER_ACTION)
     answers = []
     for txn in req.transactions:
         results = await _add_partitions(
             broker,
+            ctx,
             version,
             txn.transactional_id,
             txn.producer_id,
@@ -145,6 +173,8 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext) -> R
 
 async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    auth.require_transactional_id(broker.authorizer, ctx, Op.WRITE, req.transactional_id)
+    auth.require_group(broker.authorizer, ctx, Op.READ, req.group_id)
     error = await broker.txn_coordinator.handle_add_offsets(
         req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
     )
@@ -160,6 +190,7 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext) -> Resp
 
 async def handle_end_txn(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    auth.require_transactional_id(broker.authorizer, ctx, Op.WRITE, req.transactional_id)
     error = await broker.txn_coordinator.handle_end_txn(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed
     )
@@ -172,11 +203,26 @@ async def handle_end_txn(broker: Broker, ctx: RequestContext) -> Response:
 
 async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
+    authorizer = broker.authorizer
+    refused_all: ErrorCode | None = None
+    if not auth.allows(authorizer, ctx, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        refused_all = ErrorCode.transactional_id_authorization_failed
+    elif not auth.allows(authorizer, ctx, Op.READ, RT.GROUP, req.group_id):
+        refused_all = ErrorCode.group_authorization_failed
+    readable = auth.filter_authorized(
+        authorizer, ctx, Op.READ, RT.TOPIC, (t.name for t in req.topics)
+    )
     offsets: dict[TopicPartition, OffsetCommitEntry] = {}
     results: dict[TopicPartition, ErrorCode] = {}
     for t in req.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if refused_all is not None:
+                results[tp] = refused_all
+                continue
+            if t.name not in readable:
+                results[tp] = ErrorCode.topic_authorization_failed
+                continue
             if not broker.metadata_cache.contains_topic(t.name):
                 results[tp] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -217,8 +263,14 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext) -> Respo
         )
         for m in req.markers
     ]
+    if auth.may_write_txn_markers(broker.authorizer, ctx):
+        written = await write_txn_markers(broker, markers)
+    else:
+        # Only brokers write markers; refused per partition (no top-level error field).
+        refused = ErrorCode.cluster_authorization_failed
+        written = [dict.fromkeys(m.partitions, refused) for m in markers]
     answers = []
-    for marker, results in zip(markers, await write_txn_markers(broker, markers), strict=True):
+    for marker, results in zip(markers, written, strict=True):
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in marker.partitions:
             topics.setdefault(tp.topic, []).append(
@@ -237,6 +289,9 @@ async def handle_describe_producers(broker: Broker, ctx: RequestContext) -> Resp
     """The producers a replica of a partition knows, leader or follower, as Kafka
     answers (kafka-transactions describe-producers --broker-id, find-hanging)."""
     req = ctx.body()
+    readable = auth.filter_authorized(
+        broker.authorizer, ctx, Op.READ, RT.TOPIC, (t.name for t in req.topics)
+    )
     topics = []
     for t in req.topics:
         partitions = []
@@ -249,7 +304,9 @@ async def handle_describe_producers(broker: Broker, ctx: RequestContext) -> Resp
                 "active_producers": [],
             }
             partition = broker.replica_manager.get_partition(tp)
-            if partition is None or partition.log is None:
+            if t.name not in readable:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+            elif partition is None or partition.log is None:
                 known = broker.metadata_cache.partition_state(tp) is not None
                 entry["error_code"] = (
                     ErrorCode.not_leader_or_follower
@@ -278,7 +335,23 @@ async def handle_describe_producers(broker: Broker, ctx: RequestContext) -> Resp
 async def handle_describe_transactions(broker: Broker, ctx: RequestContext) -> Response:
     req = ctx.body()
     states = []
-    for d in broker.txn_coordinator.describe_transactions(list(req.transactional_ids)):
+    ids = list(req.transactional_ids)
+    allowed = auth.filter_authorized(broker.authorizer, ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, ids)
+    for t in ids:
+        if t not in allowed:
+            states.append(
+                {
+                    "error_code": ErrorCode.transactional_id_authorization_failed,
+                    "transactional_id": t,
+                    "transaction_state": "",
+                    "transaction_timeout": 0,
+                    "transaction_start_time": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+    for d in broker.txn_coordinator.describe_transactions([t for t in ids if t in allowed]):
         states.append(
             {
                 "error_code": d.error,
@@ -288,7 +361,12 @@ async def handle_describe_transactions(broker: Broker, ctx: RequestContext) -> R
                 "transaction_start_time": d.transaction_start_time_ms,
                 "producer_id": d.producer_id,
                 "producer_epoch": d.producer_epoch,
-                "topics": [{"topic": n, "partitions": ps} for n, ps in d.topics.items()],
+                # Only the topics the principal may describe (Kafka's KafkaApis).
+                "topics": [
+                    {"topic": n, "partitions": ps}
+                    for n, ps in d.topics.items()
+                    if auth.allows(broker.authorizer, ctx, Op.DESCRIBE, RT.TOPIC, n)
+                ],
             }
         )
     return build_response(
@@ -305,6 +383,11 @@ async def handle_list_transactions(broker: Broker, ctx: RequestContext) -> Respo
         set(req.producer_id_filters),
         getattr(req, "duration_filter", -1),  # v1+
     )
+    allowed = auth.filter_authorized(
+        broker.authorizer, ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+        (t.transactional_id for t in listed),
+    )  # fmt: skip
+    listed = [t for t in listed if t.transactional_id in allowed]
     return build_response(
         ApiKey.LIST_TRANSACTIONS,
         ctx.version,
