@@ -88,6 +88,10 @@ def _broker_configs(broker: Broker) -> list[dict[str, Any]]:
         if key.name in broker.config.explicit:
             layers.append((to_string(broker.config[key.name]), ConfigSource.STATIC_BROKER_CONFIG))
         layers.append((to_string(key.default), ConfigSource.DEFAULT_CONFIG))
+        if key.type == ConfigType.PASSWORD:
+            # Kafka never shows a secret (a JAAS config holds passwords).
+            value = None
+            layers = [(None, s) for _, s in layers]
         synonyms = [{"name": key.name, "value": v, "source": int(s)} for v, s in layers]
         out.append(
             {
