@@ -66,6 +66,11 @@ from moldau.server.handlers.reassignments import (
     handle_list_partition_reassignments,
 )
 from moldau.server.handlers.records import handle_delete_records, handle_describe_log_dirs
+from moldau.server.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from moldau.server.handlers.scram import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from moldau.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -82,8 +87,8 @@ from moldau.server.handlers.transactions import (
     handle_txn_offset_commit,
     handle_write_txn_markers,
 )
-from moldau.server.network import Answer, CloseConnection, Connection
-from moldau.server.request import Deferred, RawBody, RequestContext
+from moldau.server.network import Answer, AnswerThenClose, CloseConnection, Connection
+from moldau.server.request import CloseAfter, Deferred, RawBody, RequestContext
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -136,6 +141,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
 # Advertise only what has a handler.
@@ -155,6 +164,11 @@ _SERVED_WHILE_STARTING = frozenset(
         ApiKey.CONTROLLED_SHUTDOWN,
         ApiKey.ALTER_PARTITION,
     }
+)
+
+# What a client on a SASL listener may send before it has logged in.
+_BEFORE_AUTHENTICATION = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 )
 
 # Kafka's request names in its RequestMetrics (ApiKeys' names).
@@ -179,6 +193,10 @@ class KafkaApis:
         key, version = header.api_key, header.api_version
         if not is_supported(key, version):
             return self._unsupported(header)
+        if not conn.session.authenticated and key not in _BEFORE_AUTHENTICATION:
+            # Kafka's SaslServerAuthenticator: anything else before a login is a
+            # protocol violation, and closes the connection.
+            raise CloseConnection(f"unauthenticated {ApiKey(key).name} request on a SASL listener")
         started = self.clock.monotonic_ns()
         answer = await self._handle(conn, header, frame, offset)
         self._record(header, frame, offset, started, answer)
@@ -214,7 +232,7 @@ class KafkaApis:
         self, conn: Connection, header: RequestHeader, frame: memoryview, offset: int
     ) -> Answer:
         key, version = header.api_key, header.api_version
-        ctx = RequestContext(header, frame, offset, conn.client)
+        ctx = RequestContext(header, frame, offset, conn.client, conn.session)
         handler = HANDLERS[ApiKey(key)]
         if not self.broker.serving.is_set() and key not in _SERVED_WHILE_STARTING:
             # Held, as Kafka holds requests until its broker has started (the client's
@@ -248,6 +266,8 @@ class KafkaApis:
             return None
         if isinstance(response, Deferred):
             return self._later(header, response)
+        if isinstance(response, CloseAfter):
+            raise AnswerThenClose(frame_response(header, response.response), response.reason)
         return frame_response(header, response)
 
     def _later(self, header: RequestHeader, deferred: Deferred) -> asyncio.Future[list[Part]]:

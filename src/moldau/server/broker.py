@@ -59,6 +59,13 @@ from moldau.replication.purgatory import AsyncioTimer, Timer
 from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.topic_stats import BrokerTopicStats
+from moldau.security.credentials import CredentialCache
+from moldau.security.sasl import (
+    SaslServer,
+    check_mechanisms,
+    enabled_mechanisms,
+    sasl_server_factory,
+)
 from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
@@ -89,23 +96,35 @@ FILE_DELETE_CHECK_INTERVAL_MS = 1000
 IDLE_CHECK_INTERVAL_MS = 10_000
 
 
+# Security protocols a listener may have here, named as the listener (Kafka's default
+# listener.security.protocol.map). SASL_PLAINTEXT: the SaslHandshake/SaslAuthenticate
+# login first (server/handlers/sasl.py).
+_LISTENER_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
     name: str
     host: str
     port: int
 
+    @property
+    def security_protocol(self) -> str:
+        return self.name
+
 
 def parse_listeners(values: list[str]) -> list[Listener]:
-    """`NAME://host:port` entries; only PLAINTEXT listeners exist here."""
+    """`NAME://host:port` entries; PLAINTEXT and SASL_PLAINTEXT listeners exist here."""
     out = []
     for value in values:
         name, sep, rest = value.partition("://")
         host, colon, port = rest.rpartition(":")
         if not sep or not colon or not port.isdigit():
             raise InvalidConfigError(f"Invalid listener {value!r}: expected NAME://host:port")
-        if name.upper() != "PLAINTEXT":
-            raise InvalidConfigError(f"Listener {value!r}: only PLAINTEXT listeners are supported")
+        if name.upper() not in _LISTENER_PROTOCOLS:
+            raise InvalidConfigError(
+                f"Listener {value!r}: only PLAINTEXT and SASL_PLAINTEXT listeners are supported"
+            )
         out.append(Listener(name.upper(), host.strip("[]"), int(port)))
     if len({listener.name for listener in out}) != len(out):
         raise InvalidConfigError("Each listener must have a distinct name")
@@ -271,6 +290,18 @@ class Broker:
         self.config_manager.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
         self.listeners = parse_listeners(config["listeners"])
+        # SASL: the SCRAM credentials of /config/users, and a mechanism factory per
+        # SASL listener; one that enables what Moldau cannot serve stops start-up here.
+        self.credentials = CredentialCache()
+        sasl_listeners = [lsn.name for lsn in self.listeners if lsn.name.startswith("SASL_")]
+        try:
+            check_mechanisms(config, sasl_listeners)
+        except ValueError as e:
+            raise InvalidConfigError(str(e)) from None
+        self._sasl_factories = {
+            name: sasl_server_factory(config, name, self.credentials) for name in sasl_listeners
+        }
+        self.config_manager.user_listeners.append(self._load_user)
         self.servers: list[SocketServer] = []
         # Encoded Metadata responses, keyed on the metadata cache version.
         self.metadata_responses: dict[tuple[Any, ...], bytes] = {}
@@ -297,6 +328,8 @@ class Broker:
             config["cluster.id"] or new_cluster_id()
         )
         await self.config_manager.load(self._topics_on_disk())
+        for user in await self.client.get_config_users():
+            await self._load_user(user)
         await self.dynamic_config.load()
         self._update_quota_bounds()
         for topic in list(self.config_manager.overrides):
@@ -319,6 +352,7 @@ class Broker:
                 config["socket.request.max.bytes"],
                 config["max.connections"],
                 self.clock.monotonic_ms,
+                security_protocol=listener.security_protocol,
             )
             await server.start()
             self.servers.append(server)
@@ -391,13 +425,31 @@ class Broker:
             if host in ("", "0.0.0.0", "::"):
                 host = socket.getfqdn()
             port = listener.port or bound.get(listener.name, listener.port)
-            out.append(EndPoint(listener.name, host, port))
+            out.append(EndPoint(listener.name, host, port, listener.security_protocol))
         return tuple(out)
 
     @property
     def port(self) -> int:
         """The first listener's bound port (useful with port 0)."""
         return self.servers[0].port
+
+    # -- SASL ----------------------------------------------------------------------------
+
+    def sasl_mechanisms(self, listener: str) -> list[str]:
+        """The mechanisms a listener serves (none on a listener without SASL)."""
+        return enabled_mechanisms(self.config, listener) if listener in self._sasl_factories else []
+
+    def sasl_server(self, listener: str, mechanism: str) -> SaslServer | None:
+        factory = self._sasl_factories.get(listener)
+        return None if factory is None else factory(mechanism)
+
+    async def _load_user(self, user: str) -> None:
+        config = await self.client.get_user_config(user)
+        try:
+            self.credentials.update_user(user, config)
+        except ValueError as e:
+            log.error("user %s: SCRAM credentials unreadable, ignored: %s", user, e)
+            self.credentials.remove_user(user)
 
     def _on_metadata(self) -> None:
         if self.broker_id in self.metadata_cache.brokers:

@@ -34,7 +34,7 @@ from typing import IO, cast
 
 from moldau.protocol.fetch import Part
 from moldau.protocol.frames import FrameDecoder, FrameError
-from moldau.server.request import ClientInfo
+from moldau.server.request import ClientInfo, Session
 from moldau.storage.segment import FileRecords
 from moldau.tasks import TaskOwner
 
@@ -60,6 +60,14 @@ FrameHandler = Callable[["Connection", memoryview], Awaitable[Answer]]
 
 class CloseConnection(Exception):
     """The request was malformed: close this connection (and only this one)."""
+
+
+class AnswerThenClose(Exception):
+    """Send this answer, then close the connection (a failed SASL login)."""
+
+    def __init__(self, parts: list[Part], reason: str) -> None:
+        super().__init__(reason)
+        self.parts = parts
 
 
 class _SendfileFile:
@@ -88,6 +96,7 @@ class Connection(asyncio.Protocol):
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.client = ClientInfo("", 0, server.listener_name)
+        self.session = Session(server.listener_name, server.security_protocol)
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -108,6 +117,9 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self.client = ClientInfo(str(peer[0]), int(peer[1]), self.server.listener_name)
+        self.session.host = self.client.host
+        # Until SaslAuthenticate succeeds, a SASL listener's client is no one.
+        self.session.authenticated = not self.server.security_protocol.startswith("SASL_")
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -173,6 +185,11 @@ class Connection(asyncio.Protocol):
                 log.warning(
                     "closing connection from %s:%d: %s", self.client.host, self.client.port, e
                 )
+                await self._close_when_answered()
+                return
+            except AnswerThenClose as e:
+                log.info("closing connection from %s:%d: %s", self.client.host, self.client.port, e)
+                await self._owe(e.parts)
                 await self._close_when_answered()
                 return
             if isinstance(answer, asyncio.Future) or self._owed:
@@ -289,8 +306,10 @@ class SocketServer:
         max_connections: int,
         now_ms: Callable[[], int],
         use_sendfile: bool = True,
+        security_protocol: str = "PLAINTEXT",
     ) -> None:
         self.host = host
+        self.security_protocol = security_protocol
         self.port = port
         self.listener_name = listener_name
         self.handler = handler

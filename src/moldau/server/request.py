@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.protocol.codec import RequestHeader, decode_request
@@ -19,11 +19,25 @@ class ClientInfo:
 
 
 @dataclass(slots=True)
+class Session:
+    """One per connection, shared by its requests (mutable): who the client is."""
+
+    listener: str  # listener name, e.g. "SASL_SSL" or "INTERNAL"
+    security_protocol: str  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    principal: str = "User:ANONYMOUS"  # Kafka's KafkaPrincipal as "Type:name"
+    host: str = ""  # the client's address (ACLs match on it)
+    authenticated: bool = True  # False on SASL listeners until SaslAuthenticate succeeds
+    sasl: object | None = None  # the SaslServer in progress, set by SaslHandshake
+
+
+@dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
     frame: memoryview
     body_offset: int
     client: ClientInfo
+    # Until listeners carry their security protocol, an authenticated PLAINTEXT one.
+    session: Session = field(default_factory=lambda: Session("PLAINTEXT", "PLAINTEXT"))
 
     @property
     def version(self) -> int:
@@ -42,6 +56,14 @@ class RawBody:
 
 
 @dataclass(frozen=True, slots=True)
+class CloseAfter:
+    """A response after which the connection is closed (a failed SASL login)."""
+
+    response: Any
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Deferred:
     """A response that is known later (an acks=all produce waiting for its ISR): what
     the request had to change is done, so its connection goes on with the next
@@ -52,6 +74,6 @@ class Deferred:
     build: Callable[[Any], Any]
 
 
-# A handler returns a kio response entity, a RawBody, a Deferred, or None (no
-# response: acks=0).
+# A handler returns a kio response entity, a RawBody, a Deferred, a CloseAfter, or
+# None (no response: acks=0).
 Response = Any
