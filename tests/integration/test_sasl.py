@@ -1,0 +1,295 @@
+"""SASL on a real broker process: SaslHandshake/SaslAuthenticate with PLAIN and
+SCRAM (hand-built requests, the SCRAM client computed here), SCRAM credentials
+managed with Describe/AlterUserScramCredentials (by hand and with confluent-kafka's
+AdminClient), and bad input refused with Kafka's errors while the broker goes on."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from moldau.protocol.errors import ErrorCode
+from moldau.testing.process import BrokerProcess
+from tests.integration import requests as rq
+from tests.integration.kafka_wire import WireClient
+from tests.unit.test_sasl_mechanisms import SHA256, SHA512, client_final
+
+pytestmark = pytest.mark.integration
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_admin="admin-secret" user_alice="alice-pw";'
+)
+REAUTH_MS = 600_000
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(PLAINTEXT bootstrap, SASL_PLAINTEXT bootstrap) of one broker."""
+    data = tmp_path_factory.mktemp("sasl") / "data"
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": str(REAUTH_MS),
+    }
+    with BrokerProcess(data, overrides) as b:
+        line = next(x for x in b._lines if "listening on" in x)
+        ports = re.findall(r"127\.0\.0\.1:(\d+)", line)
+        yield b.bootstrap, f"127.0.0.1:{ports[1]}"
+
+
+def handshake(c: WireClient, mechanism: str, version: int = 1) -> object:
+    return c.request(rq.request(17, version, mechanism=mechanism), version)
+
+
+def authenticate(c: WireClient, token: bytes, version: int = 2) -> object:
+    return c.request(rq.request(36, version, auth_bytes=token), version)
+
+
+def metadata_works(c: WireClient) -> bool:
+    return len(c.request(rq.metadata(version=12, auto_create=False)).brokers) == 1
+
+
+def upsert(bootstrap: str, user: str, password: str, mech: object = SHA256, iters: int = 8192):
+    salt = hashlib.sha256(user.encode()).digest()[:16]
+    salted = hashlib.pbkdf2_hmac(mech.hash_name, password.encode(), salt, iters)  # type: ignore[attr-defined]
+    with WireClient(bootstrap) as c:
+        return c.request(
+            rq.request(
+                51, 0, deletions=[],
+                upsertions=[{"name": user, "mechanism": mech.type_id,  # type: ignore[attr-defined]
+                             "iterations": iters, "salt": salt, "salted_password": salted}],
+            )
+        )  # fmt: skip
+
+
+def scram_login(c: WireClient, mech: object, user: str, password: str) -> tuple[object, bytes]:
+    """(the final SaslAuthenticate response, the server signature expected)."""
+    assert handshake(c, mech.mechanism_name).error_code == ErrorCode.none  # type: ignore[attr-defined]
+    bare = f"n={user},r=fyko+d2lbbFgONRv9qkxdawL"
+    first = authenticate(c, f"n,,{bare}".encode())
+    assert first.error_code == ErrorCode.none, first.error_message
+    final, expected = client_final(mech, password, bare, first.auth_bytes.decode())  # type: ignore[arg-type]
+    return authenticate(c, final.encode()), expected
+
+
+def test_plaintext_listener_has_no_sasl(sasl_broker: tuple[str, str]) -> None:
+    plain, _ = sasl_broker
+    with WireClient(plain) as c:
+        assert handshake(c, "PLAIN").error_code == ErrorCode.illegal_sasl_state
+        assert authenticate(c, b"\0a\0b").error_code == ErrorCode.illegal_sasl_state
+        assert metadata_works(c)  # the connection goes on
+
+
+def test_nothing_but_api_versions_before_login(sasl_broker: tuple[str, str]) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        r = c.request(rq.request(18, 3, client_software_name="t", client_software_version="1"))
+        keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+        assert keys[17] == (0, 1) and keys[36] == (0, 2)
+        assert keys[50] == (0, 0) and keys[51] == (0, 0)
+        c.send_raw(c.encode(rq.metadata(version=12)))
+        assert c.is_closed_by_peer()
+
+
+def test_plain_login(sasl_broker: tuple[str, str]) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        r = handshake(c, "PLAIN")
+        assert r.error_code == ErrorCode.none
+        assert list(r.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        r = authenticate(c, b"\0alice\0alice-pw")
+        assert r.error_code == ErrorCode.none and r.auth_bytes == b""
+        assert r.session_lifetime.total_seconds() * 1000 == REAUTH_MS
+        assert metadata_works(c)
+        # KIP-368: with connections.max.reauth.ms set, the client logs in again.
+        assert handshake(c, "PLAIN").error_code == ErrorCode.none
+        assert authenticate(c, b"\0alice\0alice-pw").error_code == ErrorCode.none
+        assert metadata_works(c)
+
+
+def test_plain_login_on_v0_authenticate(sasl_broker: tuple[str, str]) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        assert handshake(c, "PLAIN").error_code == ErrorCode.none
+        assert authenticate(c, b"\0admin\0admin-secret", version=0).error_code == ErrorCode.none
+        assert metadata_works(c)
+
+
+@pytest.mark.parametrize(
+    "token", [b"\0alice\0wrong", b"\0mallory\0alice-pw", b"garbage", b"\xff" * 1000]
+)
+def test_plain_failed_login_is_answered_late_then_closed(
+    sasl_broker: tuple[str, str], token: bytes
+) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        assert handshake(c, "PLAIN").error_code == ErrorCode.none
+        started = time.monotonic()
+        r = authenticate(c, token)
+        assert time.monotonic() - started >= 0.09  # connection.failed.authentication.delay.ms
+        assert r.error_code == ErrorCode.sasl_authentication_failed
+        assert r.error_message
+        assert c.is_closed_by_peer()
+
+
+def test_unsupported_mechanism(sasl_broker: tuple[str, str]) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        r = handshake(c, "GSSAPI")
+        assert r.error_code == ErrorCode.unsupported_sasl_mechanism
+        assert list(r.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert c.is_closed_by_peer()
+
+
+def test_authenticate_without_handshake_is_refused(sasl_broker: tuple[str, str]) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        assert authenticate(c, b"\0alice\0alice-pw").error_code == ErrorCode.illegal_sasl_state
+        assert c.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("mech", [SHA256, SHA512])
+def test_scram_login_with_credentials_altered_over_the_wire(
+    sasl_broker: tuple[str, str], mech: object
+) -> None:
+    plain, sasl = sasl_broker
+    user = f"scram-{mech.type_id}"  # type: ignore[attr-defined]
+    r = upsert(plain, user, "s3cret", mech)
+    assert [(x.user, x.error_code) for x in r.results] == [(user, ErrorCode.none)]
+    with WireClient(sasl) as c:
+        # The broker learns the credential from the change notification: try until then.
+        deadline = time.monotonic() + 10
+        while True:
+            final, expected = scram_login(c, mech, user, "s3cret")
+            if final.error_code == ErrorCode.none or time.monotonic() > deadline:
+                break
+            c.close()
+            c.__init__(sasl)  # type: ignore[misc]
+        assert final.error_code == ErrorCode.none, final.error_message
+        assert final.auth_bytes == b"v=" + base64.b64encode(expected)
+        assert metadata_works(c)
+    with WireClient(sasl) as c:
+        final, _ = scram_login(c, mech, user, "wrong")
+        assert final.error_code == ErrorCode.sasl_authentication_failed
+        assert c.is_closed_by_peer()
+    with WireClient(sasl) as c:
+        assert handshake(c, mech.mechanism_name).error_code == ErrorCode.none  # type: ignore[attr-defined]
+        r = authenticate(c, b"n,,n=nobody,r=abc")
+        assert r.error_code == ErrorCode.sasl_authentication_failed
+        assert c.is_closed_by_peer()
+
+
+def test_scram_garbage_tokens(sasl_broker: tuple[str, str]) -> None:
+    plain, sasl = sasl_broker
+    for token in (b"", b"\0\0\0", b"n,,n=x", b"x" * 100_000, b"n,,n=a,r=b,tokenauth=true"):
+        with WireClient(sasl) as c:
+            assert handshake(c, "SCRAM-SHA-256").error_code == ErrorCode.none
+            r = authenticate(c, token)
+            assert r.error_code == ErrorCode.sasl_authentication_failed
+            assert c.is_closed_by_peer()
+    with WireClient(plain) as c:
+        assert metadata_works(c)
+
+
+def test_a_request_above_socket_request_max_bytes_is_refused(sasl_broker: tuple[str, str]) -> None:
+    plain, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        assert handshake(c, "PLAIN").error_code == ErrorCode.none
+        # A 100 MB SaslAuthenticate: its size alone (over 104857600) closes the connection.
+        size = 100 * 1024 * 1024 + 64
+        c.send_raw(struct.pack(">ihhih", size, 36, 2, 99, 1) + b"t" + b"\0" * 1000)
+        assert c.is_closed_by_peer()
+    with WireClient(plain) as c:
+        assert metadata_works(c)
+
+
+def test_describe_and_alter_errors(sasl_broker: tuple[str, str]) -> None:
+    plain, _ = sasl_broker
+    assert upsert(plain, "described", "pw", SHA512, 4096).results[0].error_code == 0
+    with WireClient(plain) as c:
+        r = c.request(rq.request(50, 0, users=[{"name": "described"}, {"name": "nobody"}]))
+        assert r.error_code == ErrorCode.none
+        got = {x.user: x for x in r.results}
+        assert got["described"].error_code == ErrorCode.none
+        assert [(i.mechanism, i.iterations) for i in got["described"].credential_infos] == [
+            (2, 4096)
+        ]
+        assert got["nobody"].error_code == ErrorCode.resource_not_found
+        r = c.request(rq.request(50, 0, users=None))
+        assert "described" in {x.user for x in r.results}
+        r = c.request(
+            rq.request(51, 0, upsertions=[],
+                       deletions=[{"name": "nobody", "mechanism": 1},
+                                  {"name": "described", "mechanism": 0}])
+        )  # fmt: skip
+        assert {x.user: x.error_code for x in r.results} == {
+            "nobody": ErrorCode.resource_not_found,
+            "described": ErrorCode.unsupported_sasl_mechanism,
+        }
+    for iters in (4095, 16385):
+        r = upsert(plain, "weak", "pw", SHA256, iters)
+        assert r.results[0].error_code == ErrorCode.unacceptable_credential
+
+
+def test_confluent_admin_client_manages_scram_credentials(sasl_broker: tuple[str, str]) -> None:
+    plain, sasl = sasl_broker
+    admin = AdminClient({"bootstrap.servers": plain})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("carol", info, b"carol-pw")]
+    )
+    futures["carol"].result(10)
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
+    infos = described.scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_256, 8192)]
+    # A real client logs in over SASL with what the AdminClient set.
+    producer = Producer(
+        {
+            "bootstrap.servers": sasl,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "carol",
+            "sasl.password": "carol-pw",
+        }
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            producer.list_topics(timeout=5)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]
+    )
+    futures["carol"].result(10)
+    with pytest.raises(Exception, match="RESOURCE_NOT_FOUND|does not exist|nonexistent"):
+        admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
+
+
+def test_start_up_refuses_gssapi(tmp_path: Path) -> None:
+    b = BrokerProcess(
+        tmp_path / "data", {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
+    )
+    with pytest.raises(RuntimeError):
+        b.start(timeout=20)
+    text = b.log_path.read_text()
+    assert "GSSAPI" in text and "Moldau supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" in text
