@@ -9,6 +9,8 @@ import base64
 import hashlib
 import re
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,3 +295,45 @@ def test_start_up_refuses_gssapi(tmp_path: Path) -> None:
         b.start(timeout=20)
     text = b.log_path.read_text()
     assert "GSSAPI" in text and "Moldau supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" in text
+
+
+def moldau(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "moldau", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_moldau_configs_manages_users_as_kafka_configs(sasl_broker: tuple[str, str]) -> None:
+    plain, sasl = sasl_broker
+    base = ["configs", "--bootstrap-server", plain]
+    user = ["--entity-type", "users", "--entity-name", "dora"]
+    add = "SCRAM-SHA-256=[iterations=8192,password=dora-secret],SCRAM-SHA-512=[password=x]"
+    r = moldau(*base, "--alter", *user, "--add-config", add)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Completed updating config for user dora.\n"
+    r = moldau(*base, "--describe", *user)
+    assert r.stdout == (
+        "SCRAM credential configs for user-principal 'dora' are "
+        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n"
+    )
+    # dora logs in with the password given to the tool.
+    deadline = time.monotonic() + 10
+    while True:
+        with WireClient(sasl) as c:
+            final, _ = scram_login(c, SHA256, "dora", "dora-secret")
+        if final.error_code == ErrorCode.none or time.monotonic() > deadline:
+            break
+    assert final.error_code == ErrorCode.none, final.error_message
+    r = moldau(*base, "--alter", *user, "--delete-config", "SCRAM-SHA-512")
+    assert r.returncode == 0, r.stderr
+    r = moldau(*base, "--describe", "--entity-type", "users")
+    assert "user-principal 'dora' are SCRAM-SHA-256=iterations=8192\n" in r.stdout
+    r = moldau(*base, "--alter", *user, "--delete-config", "SCRAM-SHA-512")
+    assert r.returncode != 0 and "does not exist" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = moldau(*base, "--alter", *user, "--add-config", "SCRAM-SHA-256=[iterations=100,password=p]")
+    assert r.returncode != 0 and "Too few iterations" in r.stderr
