@@ -26,7 +26,10 @@ from confluent_kafka.admin import (
 )
 
 from moldau.protocol.errors import ErrorCode
-from moldau.testing.process import BrokerProcess
+from moldau.protocol.records import build_batch
+from moldau.storage.partition_name import TopicPartition
+from moldau.testing.local import LocalCluster
+from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration import requests as rq
 from tests.integration.kafka_wire import WireClient
 from tests.unit.test_sasl_mechanisms import SHA256, SHA512, client_final
@@ -337,3 +340,43 @@ def test_moldau_configs_manages_users_as_kafka_configs(sasl_broker: tuple[str, s
     assert len(r.stderr.strip().splitlines()) == 1
     r = moldau(*base, "--alter", *user, "--add-config", "SCRAM-SHA-256=[iterations=100,password=p]")
     assert r.returncode != 0 and "Too few iterations" in r.stderr
+
+
+def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path) -> None:
+    """Followers fetch from their leader on the SASL listener, logged in with the
+    inter-broker mechanism and the listener's JAAS username/password."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="broker" password="broker-pw" user_broker="broker-pw";'
+    )
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+    }
+    with (
+        LocalCluster(tmp_path / "cluster", 2, overrides) as cluster,
+        WireClient(cluster.bootstrap_of(1)) as c,
+    ):
+        created = c.request(
+            rq.request(
+                19, 7, timeout=10_000,
+                topics=[{"name": "replicated", "num_partitions": -1, "replication_factor": -1,
+                         "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}]}],
+            )
+        )  # fmt: skip
+        assert created.topics[0].error_code == ErrorCode.none
+
+        def replicated() -> bool:
+            md = c.request(rq.metadata("replicated", auto_create=False))
+            partitions = md.topics[0].partitions
+            return bool(partitions and sorted(partitions[0].isr_nodes) == [1, 2])
+
+        assert wait_for(replicated, 20)
+        # Broker 1 leads (the first of the assignment); acks=all needs broker 2's fetch.
+        r = c.request(rq.produce("replicated", 0, build_batch([(None, b"v")]), acks=-1))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
+        follower = cluster.cluster.broker(2).log_manager.logs[TopicPartition("replicated", 0)]
+        assert follower.log_end_offset == 1

@@ -152,3 +152,33 @@ def test_start_up_refuses_what_moldau_cannot_serve(props: dict[str, str], why: s
 def test_no_sasl_listener_needs_no_sasl_config() -> None:
     check_mechanisms(BrokerConfig(), [])
     check_mechanisms(BrokerConfig({"sasl.enabled.mechanisms": "SCRAM-SHA-256"}), ["SASL_X"])
+
+
+def test_inter_broker_login_needs_an_enabled_mechanism_and_credentials() -> None:
+    from moldau.protocol.errors import InvalidConfigError
+    from moldau.server.broker import inter_broker_login
+
+    base = {"listeners": "SASL_PLAINTEXT://:9093,PLAINTEXT://:9092"}
+    assert inter_broker_login(BrokerConfig({"listeners": "PLAINTEXT://:9092"})) is None
+    cases = [
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "must be in the sasl.enabled.mechanisms"),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-256",
+          "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}, "needs username and password"),
+    ]  # fmt: skip
+    for props, why in cases:
+        with pytest.raises(InvalidConfigError, match=why):
+            inter_broker_login(BrokerConfig(base | props))
+    login = inter_broker_login(
+        BrokerConfig(
+            base
+            | {
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                    'username="broker" password="b-pw";'
+                ),
+            }
+        )
+    )
+    assert login is not None and login().mechanism == "SCRAM-SHA-512"

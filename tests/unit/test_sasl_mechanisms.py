@@ -232,3 +232,44 @@ def test_cache_keeps_only_scram_keys_and_forgets_removed_users() -> None:
     cache.update_user("alice", {"producer_byte_rate": "10"})
     assert cache.get("alice", "SCRAM-SHA-256") is None
     assert cache.users() == {}
+
+
+# -- the client side (inter-broker) -----------------------------------------------------
+
+
+def _run(client: object, server: object) -> None:
+    challenge = None
+    while True:
+        token = client.respond(challenge)  # type: ignore[attr-defined]
+        if token is None:
+            return
+        challenge = server.evaluate(token)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mech", [SHA256, SHA512])
+def test_scram_client_logs_in_to_the_server(mech: ScramMechanism) -> None:
+    from moldau.security.sasl_client import ScramClient
+
+    server = ScramServer(mech, _cache(mech, user="broker,1"))
+    _run(ScramClient(mech, "broker,1", "alice-secret"), server)
+    assert server.principal == "User:broker,1"
+
+
+def test_scram_client_refuses_a_server_that_does_not_know_the_password() -> None:
+    from moldau.security.sasl_client import ScramClient
+
+    client = ScramClient(SHA256, "alice", "alice-secret")
+    first = client.respond(None)
+    assert first is not None
+    server = ScramServer(SHA256, _cache(SHA256))
+    client.respond(server.evaluate(first))
+    with pytest.raises(SaslAuthenticationFailedError, match="invalid server signature"):
+        client.respond(b"v=" + base64.b64encode(b"\0" * 32))
+
+
+def test_plain_client_logs_in_to_the_server() -> None:
+    from moldau.security.sasl_client import PlainClient
+
+    server = PlainServer({"broker": "b-pw"})
+    _run(PlainClient("broker", "b-pw"), server)
+    assert server.principal == "User:broker"

@@ -66,6 +66,7 @@ from moldau.security.sasl import (
     enabled_mechanisms,
     sasl_server_factory,
 )
+from moldau.security.sasl_client import SaslClient, inter_broker_client_factory
 from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
 from moldau.server.admin_manager import AdminManager
 from moldau.server.alter_partition_manager import AlterPartitionManager
@@ -131,6 +132,24 @@ def parse_listeners(values: list[str]) -> list[Listener]:
     return out
 
 
+def inter_broker_login(config: BrokerConfig) -> Callable[[], SaslClient] | None:
+    """SASL clients for this broker's connections to others, when the inter-broker
+    listener is a SASL one (else None); InvalidConfigError if it cannot log in."""
+    name = config["inter.broker.listener.name"] or parse_listeners(config["listeners"])[0].name
+    if not name.startswith("SASL_"):
+        return None
+    mechanism = config["sasl.mechanism.inter.broker.protocol"]
+    if mechanism not in enabled_mechanisms(config, name):
+        raise InvalidConfigError(
+            f"sasl.mechanism.inter.broker.protocol={mechanism} must be in the "
+            f"sasl.enabled.mechanisms of inter-broker listener {name}"
+        )
+    try:
+        return inter_broker_client_factory(config, name)
+    except ValueError as e:
+        raise InvalidConfigError(str(e)) from None
+
+
 class Broker:
     def __init__(
         self,
@@ -182,8 +201,9 @@ class Broker:
             return self.metadata_cache.endpoint(b, config["inter.broker.listener.name"])
 
         timeout = config["controller.socket.timeout.ms"]
+        login = inter_broker_login(config)
         self.controller_link = NetworkTransport(
-            self.broker_id, endpoint, timeout, reachable=reachable
+            self.broker_id, endpoint, timeout, reachable=reachable, login=login
         )
         self.fetch_client = NetworkFetchClient(
             lambda: NetworkTransport(
@@ -191,6 +211,7 @@ class Broker:
                 endpoint,
                 timeout + config["replica.fetch.wait.max.ms"],
                 reachable=reachable,
+                login=login,
             )
         )
         fetcher_config = FetcherConfig(
@@ -233,6 +254,7 @@ class Broker:
             config["request.timeout.ms"],
             client_id=f"broker-{self.broker_id}-txn-marker-sender",
             reachable=reachable,
+            login=login,
         )
         self.txn_coordinator = TransactionCoordinator(
             self.broker_id,
@@ -262,6 +284,7 @@ class Broker:
             config["request.timeout.ms"],
             client_id=f"broker-{self.broker_id}-add-partitions-to-txn-sender",
             reachable=reachable,
+            login=login,
         )
         self.txn_verification = AddPartitionsToTxnManager(NetworkVerifySender(self.verify_link))
         self.txn_verifier: TransactionVerifier | None = (

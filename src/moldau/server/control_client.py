@@ -12,17 +12,25 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from moldau.protocol.codec import decode_response, encode_body
 from moldau.protocol.control import (
     ControlRequest,
     ControlResponse,
 )
-from moldau.protocol.control_wire import decode_response, encode_request, request_topic_ids
+from moldau.protocol.control_wire import decode_response as decode_control_response
+from moldau.protocol.control_wire import encode_request, request_topic_ids
+from moldau.protocol.errors import ErrorCode, SaslAuthenticationFailedError
 from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
+from moldau.security.sasl_client import SaslClient
 
 # Where a broker listens, from its registration: (host, port), or None if unknown.
 Resolver = Callable[[int], tuple[str, int] | None]
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
 T = TypeVar("T")
 
 
@@ -47,7 +55,10 @@ class NetworkTransport:
         timeout_ms: int = 30_000,
         client_id: str | None = None,
         reachable: Callable[[int], bool] | None = None,
+        login: Callable[[], SaslClient] | None = None,
     ) -> None:
+        # New SASL clients, when the inter-broker listener is a SASL one.
+        self._login = login
         self._client_id = client_id or f"controller-{controller_id}"
         # In-process clusters cut a broker off the network (LocalCluster.isolate).
         self._reachable = reachable
@@ -88,7 +99,7 @@ class NetworkTransport:
         api_key, version, body = encode_request(request)
         r = Reader(await self._exchange(broker_id, api_key, version, body))
         try:
-            return decode_response(api_key, version, r, request_topic_ids(request))
+            return decode_control_response(api_key, version, r, request_topic_ids(request))
         except DecodeError as e:
             raise ConnectionError(f"broker {broker_id} sent a malformed response: {e}") from e
 
@@ -97,13 +108,25 @@ class NetworkTransport:
     ) -> memoryview:
         """Send one request (header v2) and return the response body."""
         conn = await self._connection(broker_id)
+        return await self._roundtrip(broker_id, conn, api_key, version, body)
+
+    async def _roundtrip(
+        self,
+        broker_id: int,
+        conn: _Connection,
+        api_key: int,
+        version: int,
+        body: bytes,
+        flexible: bool = True,
+    ) -> memoryview:
         conn.correlation_id += 1
         header = Writer()
         header.int16(api_key)
         header.int16(version)
         header.int32(conn.correlation_id)
         header.nullable_string(self._client_id, flexible=False)
-        header.empty_tagged_fields()
+        if flexible:
+            header.empty_tagged_fields()
         conn.writer.write(pack_i32(len(header.buf) + len(body)) + bytes(header.buf) + body)
         await conn.writer.drain()
         size = int.from_bytes(await conn.reader.readexactly(4), "big", signed=True)
@@ -113,8 +136,39 @@ class NetworkTransport:
         r = Reader(memoryview(frame))
         if r.int32() != conn.correlation_id:
             raise ConnectionError(f"broker {broker_id} answered another request")
-        r.skip_tagged_fields()  # response header v1
+        if flexible:
+            r.skip_tagged_fields()  # response header v1
         return memoryview(frame)[r.pos :]
+
+    async def _authenticate(self, broker_id: int, conn: _Connection) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 until the client is done (a
+        SASL inter-broker listener). A refusal is a ConnectionError: retried later."""
+        assert self._login is not None
+        client = self._login()
+        body = encode_body(SaslHandshakeRequest(mechanism=client.mechanism))
+        raw = await self._roundtrip(broker_id, conn, _SASL_HANDSHAKE, 1, body, flexible=False)
+        handshake: Any = decode_response(_SASL_HANDSHAKE, 1, raw)
+        if handshake.error_code != ErrorCode.none:
+            raise ConnectionError(
+                f"broker {broker_id} refused SASL {client.mechanism}: "
+                f"{handshake.error_code.name} (enabled: {list(handshake.mechanisms)})"
+            )
+        challenge: bytes | None = None
+        while True:
+            try:
+                token = client.respond(challenge)
+            except SaslAuthenticationFailedError as e:
+                raise ConnectionError(f"broker {broker_id}: {e.message}") from None
+            if token is None:
+                return
+            body = encode_body(SaslAuthenticateRequest(auth_bytes=token))
+            raw = await self._roundtrip(broker_id, conn, _SASL_AUTHENTICATE, 2, body)
+            answer: Any = decode_response(_SASL_AUTHENTICATE, 2, raw)
+            if answer.error_code != ErrorCode.none:
+                raise ConnectionError(
+                    f"broker {broker_id} refused the SASL login: {answer.error_message}"
+                )
+            challenge = bytes(answer.auth_bytes)
 
     async def _connection(self, broker_id: int) -> _Connection:
         address = self._resolve(broker_id)
@@ -125,7 +179,14 @@ class NetworkTransport:
             return conn
         self._drop(broker_id)
         reader, writer = await asyncio.open_connection(*address)
-        conn = self._connections[broker_id] = _Connection(address, reader, writer)
+        conn = _Connection(address, reader, writer)
+        if self._login is not None:
+            try:
+                await self._authenticate(broker_id, conn)
+            except BaseException:
+                conn.close()
+                raise
+        self._connections[broker_id] = conn
         return conn
 
     def _drop(self, broker_id: int) -> None:

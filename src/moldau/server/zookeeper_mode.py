@@ -8,7 +8,7 @@ from __future__ import annotations
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.config.broker import BrokerConfig
 from moldau.metadata.zookeeper import ZooKeeperStore
-from moldau.server.broker import Broker
+from moldau.server.broker import Broker, inter_broker_login
 from moldau.server.control_client import NetworkTransport
 
 
@@ -21,7 +21,10 @@ class ZooKeeperModeServer:
             config["zookeeper.connection.timeout.ms"],
         )
         self.transport = NetworkTransport(
-            config.broker_id, self._endpoint_of, config["controller.socket.timeout.ms"]
+            config.broker_id,
+            self._endpoint_of,
+            config["controller.socket.timeout.ms"],
+            login=inter_broker_login(config),
         )
         self.brokers = [Broker(config, self.store, self.transport, clock)]
 
