@@ -137,6 +137,40 @@ def test_plain_login_on_v0_authenticate(sasl_broker: tuple[str, str]) -> None:
         assert metadata_works(c)
 
 
+def raw_token(c: WireClient, token: bytes) -> bytes:
+    """A bare SASL token after a SaslHandshake v0, and the bare answer."""
+    c.send_raw(struct.pack(">i", len(token)) + token)
+    return c.read_frame()
+
+
+def test_v0_handshake_then_raw_tokens(sasl_broker: tuple[str, str]) -> None:
+    plain, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        assert handshake(c, "PLAIN", version=0).error_code == ErrorCode.none
+        assert raw_token(c, b"\0alice\0alice-pw") == b""
+        assert metadata_works(c)
+    assert upsert(plain, "raw-scram", "pw").results[0].error_code == ErrorCode.none
+    deadline = time.monotonic() + 10
+    while True:
+        with WireClient(sasl) as c:
+            assert handshake(c, "SCRAM-SHA-256", version=0).error_code == ErrorCode.none
+            bare = "n=raw-scram,r=abcdef"
+            c.send_raw(struct.pack(">i", len(bare) + 3) + b"n,," + bare.encode())
+            try:
+                server_first = c.read_frame().decode()
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline  # not yet learned by the broker
+                continue
+            final, expected = client_final(SHA256, "pw", bare, server_first)
+            assert raw_token(c, final.encode()) == b"v=" + base64.b64encode(expected)
+            assert metadata_works(c)
+            break
+    with WireClient(sasl) as c:
+        assert handshake(c, "PLAIN", version=0).error_code == ErrorCode.none
+        c.send_raw(struct.pack(">i", 12) + b"\0alice\0wrong")
+        assert c.is_closed_by_peer()
+
+
 @pytest.mark.parametrize(
     "token", [b"\0alice\0wrong", b"\0mallory\0alice-pw", b"garbage", b"\xff" * 1000]
 )

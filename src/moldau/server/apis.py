@@ -66,7 +66,11 @@ from moldau.server.handlers.reassignments import (
     handle_list_partition_reassignments,
 )
 from moldau.server.handlers.records import handle_delete_records, handle_describe_log_dirs
-from moldau.server.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from moldau.server.handlers.sasl import (
+    evaluate_token,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from moldau.server.handlers.scram import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
@@ -186,6 +190,8 @@ class KafkaApis:
         self.metrics = broker.request_metrics
 
     async def handle(self, conn: Connection, frame: memoryview) -> Answer:
+        if conn.raw_sasl_tokens:
+            return await self._raw_sasl_token(conn, frame)
         try:
             header, offset = parse_request_header(frame)
         except DecodeError as e:
@@ -199,8 +205,24 @@ class KafkaApis:
             raise CloseConnection(f"unauthenticated {ApiKey(key).name} request on a SASL listener")
         started = self.clock.monotonic_ns()
         answer = await self._handle(conn, header, frame, offset)
+        if key == ApiKey.SASL_HANDSHAKE and version == 0 and conn.session.sasl is not None:
+            # Kafka's v0 handshake: the SASL tokens follow as bare size-prefixed frames.
+            conn.raw_sasl_tokens = True
         self._record(header, frame, offset, started, answer)
         return answer
+
+    async def _raw_sasl_token(self, conn: Connection, frame: memoryview) -> Answer:
+        """A SASL token after a SaslHandshake v0, answered as a bare token; a failed
+        login closes the connection (v0 has no way to say why)."""
+        session = conn.session
+        try:
+            token = await evaluate_token(self.broker, session, bytes(frame))
+        except KafkaError as e:
+            conn.raw_sasl_tokens = False
+            raise CloseConnection(f"SASL authentication failed: {e.message}") from None
+        if session.sasl is None:  # complete: requests follow
+            conn.raw_sasl_tokens = False
+        return [pack_i32(len(token)) + token]
 
     def _record(
         self,

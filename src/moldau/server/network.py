@@ -97,6 +97,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client = ClientInfo("", 0, server.listener_name)
         self.session = Session(server.listener_name, server.security_protocol)
+        # After a SaslHandshake v0: frames are bare SASL tokens until the login ends.
+        self.raw_sasl_tokens = False
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()

@@ -93,9 +93,27 @@ async def handle_sasl_authenticate(broker: Broker, ctx: RequestContext) -> Respo
             # After a login (or off SASL) Kafka's KafkaApis answers so, and goes on.
             return answer(ErrorCode.illegal_sasl_state, message)
         return CloseAfter(answer(ErrorCode.illegal_sasl_state, message), message)
-    sasl = cast(SaslServer, server)
     try:
-        token = sasl.evaluate(bytes(req.auth_bytes))
+        token = await evaluate_token(broker, session, bytes(req.auth_bytes))
+    except SaslAuthenticationFailedError as e:
+        return CloseAfter(
+            answer(ErrorCode.sasl_authentication_failed, e.message or None),
+            "failed authentication",
+        )
+    except IllegalSaslStateError as e:
+        return CloseAfter(answer(ErrorCode.illegal_sasl_state, e.message or None), e.message)
+    return answer(ErrorCode.none, None, token)
+
+
+async def evaluate_token(broker: Broker, session: Session, token: bytes) -> bytes:
+    """Feed the session's mechanism one client token; its answer. On completion the
+    session has its principal. A failed login raises SaslAuthenticationFailedError
+    after `connection.failed.authentication.delay.ms` (as Kafka, to slow guessing);
+    either error ends the exchange. Shared by SaslAuthenticate and the raw tokens
+    that follow a SaslHandshake v0."""
+    sasl = cast(SaslServer, session.sasl)
+    try:
+        answer = sasl.evaluate(token)
         if sasl.complete and session.authenticated and sasl.principal != session.principal:
             raise SaslAuthenticationFailedError(
                 f"Cannot change principals during re-authentication from {session.principal}"
@@ -108,15 +126,12 @@ async def handle_sasl_authenticate(broker: Broker, ctx: RequestContext) -> Respo
             sasl.mechanism, session.host, session.listener, e.message,
         )  # fmt: skip
         await asyncio.sleep(broker.config["connection.failed.authentication.delay.ms"] / 1000)
-        return CloseAfter(
-            answer(ErrorCode.sasl_authentication_failed, e.message or None),
-            "failed authentication",
-        )
-    except IllegalSaslStateError as e:
+        raise
+    except IllegalSaslStateError:
         session.sasl = None
-        return CloseAfter(answer(ErrorCode.illegal_sasl_state, e.message or None), e.message)
+        raise
     if sasl.complete:
         session.principal = sasl.principal
         session.authenticated = True
         session.sasl = None
-    return answer(ErrorCode.none, None, token)
+    return answer
