@@ -259,6 +259,15 @@ def test_a_request_above_socket_request_max_bytes_is_refused(sasl_broker: tuple[
         assert metadata_works(c)
 
 
+def test_a_large_token_before_login_is_refused(sasl_broker: tuple[str, str]) -> None:
+    _, sasl = sasl_broker
+    with WireClient(sasl) as c:
+        assert handshake(c, "PLAIN").error_code == ErrorCode.none
+        # Over sasl.server.max.receive.size (512 KiB), far below socket.request.max.bytes.
+        c.send_raw(c.encode(rq.request(36, 2, auth_bytes=b"\0alice\0" + b"p" * 600_000)))
+        assert c.is_closed_by_peer()
+
+
 def test_describe_and_alter_errors(sasl_broker: tuple[str, str]) -> None:
     plain, _ = sasl_broker
     assert upsert(plain, "described", "pw", SHA512, 4096).results[0].error_code == 0

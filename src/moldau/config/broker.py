@@ -219,6 +219,8 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("connections.max.reauth.ms", T.LONG, 0, I.MEDIUM,
                   "Session lifetime a SASL client is told to re-authenticate within "
                   "(KIP-368); 0: no re-authentication.", at_least(0)),
+        ConfigKey("sasl.server.max.receive.size", T.INT, 524_288, I.LOW,
+                  "Largest request a client may send before it has logged in.", at_least(1)),
         ConfigKey("connection.failed.authentication.delay.ms", T.INT, 100, I.LOW,
                   "Delay of the answer to a failed SASL authentication, which then closes "
                   "the connection (slows password guessing).", at_least(0)),

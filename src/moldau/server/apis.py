@@ -188,8 +188,15 @@ class KafkaApis:
         self.broker = broker
         self.clock = broker.clock
         self.metrics = broker.request_metrics
+        self.sasl_max_receive = broker.config["sasl.server.max.receive.size"]
 
     async def handle(self, conn: Connection, frame: memoryview) -> Answer:
+        if not conn.session.authenticated and len(frame) > self.sasl_max_receive:
+            # Kafka's bound on what an unknown client may make the broker read.
+            raise CloseConnection(
+                f"{len(frame)}-byte request before authentication "
+                f"(sasl.server.max.receive.size={self.sasl_max_receive})"
+            )
         if conn.raw_sasl_tokens:
             return await self._raw_sasl_token(conn, frame)
         try:
