@@ -351,8 +351,6 @@ class Broker:
             config["cluster.id"] or new_cluster_id()
         )
         await self.config_manager.load(self._topics_on_disk())
-        for user in await self.client.get_config_users():
-            await self._load_user(user)
         await self.dynamic_config.load()
         self._update_quota_bounds()
         for topic in list(self.config_manager.overrides):
@@ -387,6 +385,10 @@ class Broker:
         )
         self.replica_manager.startup()
         await self.config_manager.start()
+        # After the notifications are followed, so no change falls between the two
+        # (one read twice is harmless); logins wait for `serving` anyway.
+        for user in await self.client.get_config_users():
+            await self._load_user(user)
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
