@@ -32,6 +32,7 @@ from moldau.testing.local import LocalCluster
 from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration import requests as rq
 from tests.integration.kafka_wire import WireClient
+from tests.integration.proxy import free_port
 from tests.unit.test_sasl_mechanisms import SHA256, SHA512, client_final
 
 pytestmark = pytest.mark.integration
@@ -54,9 +55,13 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         "connections.max.reauth.ms": str(REAUTH_MS),
     }
     with BrokerProcess(data, overrides) as b:
-        line = next(x for x in b._lines if "listening on" in x)
-        ports = re.findall(r"127\.0\.0\.1:(\d+)", line)
-        yield b.bootstrap, f"127.0.0.1:{ports[1]}"
+        yield b.bootstrap, sasl_bootstrap(b)
+
+
+def sasl_bootstrap(b: BrokerProcess) -> str:
+    """The SASL listener's address, the second the broker says it listens on."""
+    line = next(x for x in reversed(b._lines) if "listening on" in x)
+    return "127.0.0.1:" + re.findall(r"127\.0\.0\.1:(\d+)", line)[1]
 
 
 def handshake(c: WireClient, mechanism: str, version: int = 1) -> object:
@@ -266,6 +271,21 @@ def test_a_large_token_before_login_is_refused(sasl_broker: tuple[str, str]) -> 
         # Over sasl.server.max.receive.size (512 KiB), far below socket.request.max.bytes.
         c.send_raw(c.encode(rq.request(36, 2, auth_bytes=b"\0alice\0" + b"p" * 600_000)))
         assert c.is_closed_by_peer()
+
+
+def test_scram_credentials_outlive_a_restart(tmp_path: Path) -> None:
+    # Fixed ports: a restart keeps them (BrokerProcess passes the first as --port).
+    port, sasl_port = free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    with BrokerProcess(tmp_path / "data", overrides, port=port) as b:
+        assert upsert(b.bootstrap, "kept", "pw", SHA512).results[0].error_code == 0
+        b.restart()
+        with WireClient(sasl_bootstrap(b)) as c:
+            final, _ = scram_login(c, SHA512, "kept", "pw")
+            assert final.error_code == ErrorCode.none, final.error_message
 
 
 def test_describe_and_alter_errors(sasl_broker: tuple[str, str]) -> None:
