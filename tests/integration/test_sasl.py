@@ -132,6 +132,12 @@ def test_plain_login(sasl_broker: tuple[str, str]) -> None:
         assert handshake(c, "PLAIN").error_code == ErrorCode.none
         assert authenticate(c, b"\0alice\0alice-pw").error_code == ErrorCode.none
         assert metadata_works(c)
+        # ... but not as someone else.
+        assert handshake(c, "PLAIN").error_code == ErrorCode.none
+        r = authenticate(c, b"\0admin\0admin-secret")
+        assert r.error_code == ErrorCode.sasl_authentication_failed
+        assert "Cannot change principals" in r.error_message
+        assert c.is_closed_by_peer()
 
 
 def test_plain_login_on_v0_authenticate(sasl_broker: tuple[str, str]) -> None:
@@ -271,6 +277,30 @@ def test_a_large_token_before_login_is_refused(sasl_broker: tuple[str, str]) -> 
         # Over sasl.server.max.receive.size (512 KiB), far below socket.request.max.bytes.
         c.send_raw(c.encode(rq.request(36, 2, auth_bytes=b"\0alice\0" + b"p" * 600_000)))
         assert c.is_closed_by_peer()
+
+
+def test_a_session_not_renewed_in_time_ends(tmp_path: Path) -> None:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": "1000",
+    }
+    with BrokerProcess(tmp_path / "data", overrides) as b:
+        sasl = sasl_bootstrap(b)
+        with WireClient(sasl) as renewed, WireClient(sasl) as lapsed:
+            for c in (renewed, lapsed):
+                assert handshake(c, "PLAIN").error_code == ErrorCode.none
+                r = authenticate(c, b"\0alice\0alice-pw")
+                assert r.session_lifetime.total_seconds() == 1.0
+                assert metadata_works(c)
+            time.sleep(0.6)
+            assert handshake(renewed, "PLAIN").error_code == ErrorCode.none
+            assert authenticate(renewed, b"\0alice\0alice-pw").error_code == ErrorCode.none
+            time.sleep(0.6)
+            assert metadata_works(renewed)
+            lapsed.send_raw(lapsed.encode(rq.metadata(version=12)))
+            assert lapsed.is_closed_by_peer()
 
 
 def test_scram_credentials_outlive_a_restart(tmp_path: Path) -> None:

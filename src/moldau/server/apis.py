@@ -189,6 +189,7 @@ class KafkaApis:
         self.clock = broker.clock
         self.metrics = broker.request_metrics
         self.sasl_max_receive = broker.config["sasl.server.max.receive.size"]
+        self.reauth_ms = broker.config["connections.max.reauth.ms"]
 
     async def handle(self, conn: Connection, frame: memoryview) -> Answer:
         if not conn.session.authenticated and len(frame) > self.sasl_max_receive:
@@ -206,17 +207,33 @@ class KafkaApis:
         key, version = header.api_key, header.api_version
         if not is_supported(key, version):
             return self._unsupported(header)
-        if not conn.session.authenticated and key not in _BEFORE_AUTHENTICATION:
-            # Kafka's SaslServerAuthenticator: anything else before a login is a
-            # protocol violation, and closes the connection.
-            raise CloseConnection(f"unauthenticated {ApiKey(key).name} request on a SASL listener")
+        session = conn.session
+        if key not in _BEFORE_AUTHENTICATION:
+            if not session.authenticated:
+                # Kafka's SaslServerAuthenticator: anything else before a login is a
+                # protocol violation, and closes the connection.
+                raise CloseConnection(
+                    f"unauthenticated {ApiKey(key).name} request on a SASL listener"
+                )
+            expires = conn.session_expires_ms
+            if expires is not None and self.clock.monotonic_ms() >= expires:
+                # KIP-368: a session not renewed in time ends with its connection.
+                raise CloseConnection("SASL session expired (connections.max.reauth.ms)")
+        sasl = session.sasl
         started = self.clock.monotonic_ns()
         answer = await self._handle(conn, header, frame, offset)
+        if sasl is not None and session.sasl is None:
+            self._logged_in(conn)
         if key == ApiKey.SASL_HANDSHAKE and version == 0 and conn.session.sasl is not None:
             # Kafka's v0 handshake: the SASL tokens follow as bare size-prefixed frames.
             conn.raw_sasl_tokens = True
         self._record(header, frame, offset, started, answer)
         return answer
+
+    def _logged_in(self, conn: Connection) -> None:
+        """A SASL exchange just succeeded (a failed one closes the connection)."""
+        if self.reauth_ms > 0:
+            conn.session_expires_ms = self.clock.monotonic_ms() + self.reauth_ms
 
     async def _raw_sasl_token(self, conn: Connection, frame: memoryview) -> Answer:
         """A SASL token after a SaslHandshake v0, answered as a bare token; a failed
@@ -229,6 +246,7 @@ class KafkaApis:
             raise CloseConnection(f"SASL authentication failed: {e.message}") from None
         if session.sasl is None:  # complete: requests follow
             conn.raw_sasl_tokens = False
+            self._logged_in(conn)
         return [pack_i32(len(token)) + token]
 
     def _record(

@@ -99,6 +99,8 @@ class Connection(asyncio.Protocol):
         self.session = Session(server.listener_name, server.security_protocol)
         # After a SaslHandshake v0: frames are bare SASL tokens until the login ends.
         self.raw_sasl_tokens = False
+        # When the SASL session ends unless renewed (KIP-368); None: never.
+        self.session_expires_ms: int | None = None
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
