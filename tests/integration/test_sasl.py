@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
 from moldau.storage.partition_name import TopicPartition
+from moldau.testing.certs import Certificates
 from moldau.testing.local import LocalCluster
 from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration import requests as rq
@@ -435,20 +436,24 @@ def test_moldau_configs_manages_users_as_kafka_configs(sasl_broker: tuple[str, s
     assert r.returncode != 0 and "Too few iterations" in r.stderr
 
 
-def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path, protocol: str) -> None:
     """Followers fetch from their leader on the SASL listener, logged in with the
-    inter-broker mechanism and the listener's JAAS username/password."""
+    inter-broker mechanism and the listener's JAAS username/password (over TLS
+    first on SASL_SSL)."""
     jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
         'username="broker" password="broker-pw" user_broker="broker-pw";'
     )
     overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "listeners": f"PLAINTEXT://127.0.0.1:0,{protocol}://127.0.0.1:0",
+        "inter.broker.listener.name": protocol,
         "sasl.enabled.mechanisms": "PLAIN",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        f"listener.name.{protocol.lower()}.plain.sasl.jaas.config": jaas,
     }
+    if protocol == "SASL_SSL":
+        overrides |= Certificates.create(tmp_path / "certs").broker_properties()
     with (
         LocalCluster(tmp_path / "cluster", 2, overrides) as cluster,
         WireClient(cluster.bootstrap_of(1)) as c,
