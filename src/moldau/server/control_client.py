@@ -23,8 +23,8 @@ from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
 # Where a broker listens, from its registration: (host, port), or None if unknown.
 Resolver = Callable[[int], tuple[str, int] | None]
 
-# Run on a new connection before its first request: SASL authentication of the
-# inter-broker links (sasl.mechanism.inter.broker.protocol) goes here.
+# Run on a new connection before its first request: the SASL login of the
+# inter-broker links (server/inter_broker_sasl.py).
 Authenticate = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
