@@ -3,7 +3,8 @@ PLAINTEXT and SSL at once, ssl.client.auth=required: produce, consume in a group
 admin; each client told the addresses of the listener it came in on; the
 principal from the client's certificate; refused: another CA's certificate, no
 certificate, a plaintext client on the SSL port; handshakes left half way do not
-keep the broker from serving others."""
+keep the broker from serving others; SCRAM-SHA-512 over a SASL_SSL listener (TLS and
+SASL together)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess
@@ -41,6 +49,7 @@ def tls_broker(
         "ssl.keystore.location": str(certs.broker("encrypted", key_password=KEY_PASSWORD)),
         "ssl.key.password": KEY_PASSWORD,
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     }
     with BrokerProcess(data, encrypted, tls=certs, client_auth="required") as b:
         yield b
@@ -267,3 +276,43 @@ def test_kafka_python_over_ssl(
     got = [m.value for _, m in zip(range(10), consumer, strict=False)]
     consumer.close()
     assert got == [f"v{i}".encode() for i in range(10)]
+
+
+def test_scram_sha_512_over_sasl_ssl_produce_and_consume_in_a_group(
+    tls_broker: BrokerProcess, certs: Certificates, topic_name: str
+) -> None:
+    admin = AdminClient({"bootstrap.servers": tls_broker.bootstrap})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upsert = UserScramCredentialUpsertion("erin", info, b"erin-secret")
+    admin.alter_user_scram_credentials([upsert])["erin"].result(10)
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(timeout=30)
+    # No client certificate: the SASL_SSL listener does not ask for one (KIP-684).
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{tls_broker.listener_ports['SASL_SSL']}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(certs.ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "erin",
+        "sasl.password": "erin-secret",
+    }
+    p = Producer(conf | {"linger.ms": 5})
+    values = [f"sasl-ssl-{i}".encode() for i in range(200)]
+    for v in values:
+        p.produce(topic_name, v)
+    assert p.flush(30) == 0
+    c = Consumer(conf | {"group.id": f"g-{topic_name}", "auto.offset.reset": "earliest"})
+    c.subscribe([topic_name])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.commit(asynchronous=False)
+    committed = c.committed([*c.assignment()], timeout=10)
+    c.close()
+    assert got == values
+    assert [tp.offset for tp in committed] == [200]
+    # The login is real: a wrong password gets nowhere.
+    with pytest.raises(KafkaException):
+        Producer(conf | {"sasl.password": "wrong"}).list_topics(timeout=5)

@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from moldau.clock import SYSTEM_CLOCK
+from moldau.config.broker import BrokerConfig
 from moldau.protocol.apis import ApiKey
 from moldau.server.apis import KafkaApis
 from moldau.server.network import CloseConnection, Connection, SocketServer
@@ -28,13 +29,20 @@ def request(api_key: int, version: int, body: bytes = b"") -> memoryview:
 def connection(protocol: str) -> Any:
     server = SocketServer("127.0.0.1", 0, protocol, None, 1 << 20, 10, lambda: 0,
                           security_protocol=protocol)  # type: ignore[arg-type]  # fmt: skip
-    return SimpleNamespace(session=server.new_session("10.0.0.1"), client=None)
+    return SimpleNamespace(
+        session=server.new_session("10.0.0.1"),
+        client=None,
+        raw_sasl_tokens=False,
+        session_expires_ms=None,
+    )
 
 
 def apis() -> KafkaApis:
     serving = asyncio.Event()
     serving.set()
-    broker = SimpleNamespace(clock=SYSTEM_CLOCK, request_metrics=RequestMetrics(), serving=serving)
+    broker = SimpleNamespace(
+        clock=SYSTEM_CLOCK, request_metrics=RequestMetrics(), serving=serving, config=BrokerConfig()
+    )
     return KafkaApis(cast(Any, broker))
 
 
@@ -59,3 +67,24 @@ def test_other_listeners_start_authenticated(protocol: str) -> None:
     assert session.authenticated is True
     assert (session.listener, session.security_protocol) == (protocol, protocol)
     assert session.principal == "User:ANONYMOUS"
+
+
+def test_a_large_request_before_authentication_closes() -> None:
+    async def run() -> None:
+        conn = connection("SASL_SSL")
+        big = request(ApiKey.API_VERSIONS, 0, bytes(524_288))
+        with pytest.raises(CloseConnection, match=r"sasl\.server\.max\.receive\.size"):
+            await apis().handle(cast(Connection, conn), big)
+
+    asyncio.run(run())
+
+
+def test_an_expired_sasl_session_closes_on_its_next_request() -> None:
+    async def run() -> None:
+        conn = connection("SASL_SSL")
+        conn.session.authenticated = True
+        conn.session_expires_ms = SYSTEM_CLOCK.monotonic_ms() - 1
+        with pytest.raises(CloseConnection, match="SASL session expired"):
+            await apis().handle(cast(Connection, conn), request(ApiKey.METADATA, 1))
+
+    asyncio.run(run())

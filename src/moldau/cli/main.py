@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         "leader-election",
         "reassign-partitions",
         "transactions",
+        "configs",
         "pipeline",
         "acls",
     ):

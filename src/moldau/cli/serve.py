@@ -82,7 +82,7 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
     for dest, (flag, keys) in _FLAG_PROPERTIES.items():
         value = getattr(args, dest)
         for key in keys:
-            if value is not None and key in overrides:
+            if value is not None and key in overrides and not _agrees(dest, value, overrides[key]):
                 raise CliError(
                     f"{flag} {value} and --override {key}={overrides[key]} both set {key}: "
                     "give only one of them"
@@ -96,8 +96,8 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         port = args.port if args.port is not None else conf_port
         if not 0 <= port <= 65535:
             raise CliError(f"--port {port} is not a valid port")
-        # The other listeners (SSL, SASL_SSL, ...) stay as configured.
-        others = props.get("listeners", "").split(",")[1:]
+        # Listeners after the first (a SASL one, say) stay as configured.
+        others = [x.strip() for x in props.get("listeners", "").split(",")[1:] if x.strip()]
         props["listeners"] = ",".join([f"{name}://{host}:{port}", *others])
     if args.metrics_port is not None:
         if not 0 <= args.metrics_port <= 65535:
@@ -108,6 +108,15 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
     elif "log.dirs" not in props and "log.dir" not in props:
         props["log.dirs"] = "./data"
     return props
+
+
+def _agrees(dest: str, value: object, listeners: str) -> bool:
+    """--port/--host say what an overridden `listeners` says of its first listener
+    (a test broker's extra listeners come by --override with the flags' values)."""
+    if "://" not in listeners:
+        return False
+    _, host, port = _listener_parts(listeners)
+    return (port if dest == "port" else host) == value
 
 
 def _listener_parts(listeners: str) -> tuple[str, str, int]:

@@ -28,6 +28,7 @@ from moldau.protocol.errors import InvalidConfigError
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
+LISTENER_PREFIX = "listener.name."
 
 # authorizer.class.name values that mean Moldau's ACL authorizer: its own name and
 # Kafka's two, so a Kafka server.properties works unchanged.
@@ -265,6 +266,25 @@ BROKER_CONFIG = ConfigDef(
                   "Maximum connections the broker accepts.", at_least(0)),
         ConfigKey("queued.max.request.bytes", T.LONG, -1, I.MEDIUM,
                   "Bytes of requests queued per connection before reading pauses (-1: 100 MiB)."),
+        # SASL (security/sasl.py). Kafka's default mechanism is GSSAPI, which Moldau
+        # cannot serve: a SASL listener left with it refuses to start, saying so.
+        ConfigKey("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], I.MEDIUM,
+                  "SASL mechanisms a SASL listener serves; Moldau supports PLAIN, "
+                  "SCRAM-SHA-256 and SCRAM-SHA-512. Listener-prefixable."),
+        ConfigKey("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", I.MEDIUM,
+                  "SASL mechanism brokers use to reach each other on a SASL listener."),
+        ConfigKey("sasl.jaas.config", T.PASSWORD, None, I.MEDIUM,
+                  "JAAS login module config (e.g. PLAIN's user_<name>=\"<password>\" "
+                  "entries); usually given per listener and mechanism as "
+                  "listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+        ConfigKey("connections.max.reauth.ms", T.LONG, 0, I.MEDIUM,
+                  "Session lifetime a SASL client is told to re-authenticate within "
+                  "(KIP-368); 0: no re-authentication.", at_least(0)),
+        ConfigKey("sasl.server.max.receive.size", T.INT, 524_288, I.LOW,
+                  "Largest request a client may send before it has logged in.", at_least(1)),
+        ConfigKey("connection.failed.authentication.delay.ms", T.INT, 100, I.LOW,
+                  "Delay of the answer to a failed SASL authentication, which then closes "
+                  "the connection (slows password guessing).", at_least(0)),
         ConfigKey("event.loop", T.STRING, "asyncio", I.LOW,
                   "The process's event loop (Moldau's own; with --brokers N one for all): "
                   "asyncio (the standard library's), uvloop (needs the uvloop package), or "

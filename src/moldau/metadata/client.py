@@ -347,6 +347,22 @@ class MetadataClient:
     async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
         await self._set_config(z.broker_config_path(entity), f"brokers/{entity}", config)
 
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        """A user's entry in /config/users (SCRAM credentials by mechanism)."""
+        found = await self.store.get_or_none(z.user_config_path(user))
+        return {} if found is None else z.decode_config(found[0])
+
+    async def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
+        """Replace a user's entry and announce it, as kafka-configs does."""
+        sanitized = z.sanitize(user)
+        await self._set_config(z.user_config_path(user), f"users/{sanitized}", config)
+
+    async def get_config_users(self) -> list[str]:
+        """The users with an entry in /config/users."""
+        if await self.store.exists(z.CONFIG_USERS) is None:
+            return []
+        return [z.desanitize(n) for n in await self.store.get_children(z.CONFIG_USERS)]
+
     async def _set_config(self, path: str, entity_path: str, config: Mapping[str, str]) -> None:
         data = z.encode_config(config)
         if await self.store.exists(path) is None:

@@ -6,6 +6,7 @@ Kafka's ZooKeeper formats so that a reader who knows Kafka's znodes knows ours.
 /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{...}}
 /brokers/topics/<topic>/partitions/<p>/state  {"leader","leader_epoch","isr","controller_epoch"}
 /config/topics/<topic>                        {"version":1,"config":{...}}
+/config/users/<sanitized user>                {"version":1,"config":{"SCRAM-SHA-256":...}}
 /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
 /controller                                   ephemeral {"version":1,"brokerid":...}
 /controller_epoch                             integer
@@ -24,6 +25,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 from moldau.protocol.uuids import uuid_from_base64, uuid_to_base64
 from moldau.storage.partition_name import TopicPartition
@@ -33,6 +35,7 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_USERS = "/config/users"
 # The entity of the cluster-wide dynamic broker defaults.
 DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
@@ -57,6 +60,7 @@ PERSISTENT_PATHS = (
     BROKER_IDS,
     TOPICS,
     CONFIG_TOPICS,
+    CONFIG_USERS,
     CONFIG_CHANGES,
     DELETE_TOPICS,
     LOG_DIR_EVENTS,
@@ -96,6 +100,20 @@ def topic_config_path(topic: str) -> str:
 def broker_config_path(entity: str) -> str:
     """A broker id, or DEFAULT_BROKER_ENTITY."""
     return f"{CONFIG_BROKERS}/{entity}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer: a user name as a znode name (URL-encoded, '*' and '~'
+    escaped too, a space as %20)."""
+    return quote(name, safe="").replace("~", "%7E").replace("*", "%2A")
+
+
+def desanitize(name: str) -> str:
+    return unquote(name)
+
+
+def user_config_path(user: str) -> str:
+    return f"{CONFIG_USERS}/{sanitize(user)}"
 
 
 def delete_topic_path(topic: str) -> str:

@@ -72,6 +72,15 @@ from moldau.server.handlers.reassignments import (
     handle_list_partition_reassignments,
 )
 from moldau.server.handlers.records import handle_delete_records, handle_describe_log_dirs
+from moldau.server.handlers.sasl import (
+    evaluate_token,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
+from moldau.server.handlers.scram import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from moldau.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -88,8 +97,8 @@ from moldau.server.handlers.transactions import (
     handle_txn_offset_commit,
     handle_write_txn_markers,
 )
-from moldau.server.network import Answer, CloseConnection, Connection
-from moldau.server.request import Deferred, RawBody, RequestContext
+from moldau.server.network import Answer, AnswerThenClose, CloseConnection, Connection
+from moldau.server.request import CloseAfter, Deferred, RawBody, RequestContext
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -145,6 +154,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
 # Advertise only what has a handler.
@@ -168,7 +181,9 @@ _SERVED_WHILE_STARTING = frozenset(
 
 # What a connection of a SASL listener may send before it has authenticated:
 # ApiVersions (18), SaslHandshake (17) and SaslAuthenticate (36).
-SERVED_BEFORE_AUTHENTICATION = frozenset({18, 17, 36})
+SERVED_BEFORE_AUTHENTICATION = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
 
 # Kafka's request names in its RequestMetrics (ApiKeys' names).
 REQUEST_NAMES: dict[int, str] = {
@@ -183,26 +198,67 @@ class KafkaApis:
         self.broker = broker
         self.clock = broker.clock
         self.metrics = broker.request_metrics
+        self.sasl_max_receive = broker.config["sasl.server.max.receive.size"]
+        self.reauth_ms = broker.config["connections.max.reauth.ms"]
 
     async def handle(self, conn: Connection, frame: memoryview) -> Answer:
+        if not conn.session.authenticated and len(frame) > self.sasl_max_receive:
+            # Kafka's bound on what an unknown client may make the broker read.
+            raise CloseConnection(
+                f"{len(frame)}-byte request before authentication "
+                f"(sasl.server.max.receive.size={self.sasl_max_receive})"
+            )
+        if conn.raw_sasl_tokens:
+            return await self._raw_sasl_token(conn, frame)
         try:
             header, offset = parse_request_header(frame)
         except DecodeError as e:
             raise CloseConnection(f"malformed request header: {e}") from e
         key, version = header.api_key, header.api_version
-        if not conn.session.authenticated and key not in SERVED_BEFORE_AUTHENTICATION:
-            # Kafka's SaslServerAuthenticator: anything else before a successful
-            # SaslAuthenticate is an illegal state, and the connection is closed.
-            raise CloseConnection(
-                f"{REQUEST_NAMES.get(key, key)} before SASL authentication "
-                f"on listener {conn.session.listener}"
-            )
+        session = conn.session
+        if key not in SERVED_BEFORE_AUTHENTICATION:
+            if not session.authenticated:
+                # Kafka's SaslServerAuthenticator: anything else before a successful
+                # SaslAuthenticate is an illegal state, and the connection is closed.
+                raise CloseConnection(
+                    f"{REQUEST_NAMES.get(key, key)} before SASL authentication "
+                    f"on listener {session.listener}"
+                )
+            expires = conn.session_expires_ms
+            if expires is not None and self.clock.monotonic_ms() >= expires:
+                # KIP-368: a session not renewed in time ends with its connection.
+                raise CloseConnection("SASL session expired (connections.max.reauth.ms)")
         if not is_supported(key, version):
             return self._unsupported(header)
+        sasl = session.sasl
         started = self.clock.monotonic_ns()
         answer = await self._handle(conn, header, frame, offset)
+        if sasl is not None and session.sasl is None:
+            self._logged_in(conn)
+        if key == ApiKey.SASL_HANDSHAKE and version == 0 and conn.session.sasl is not None:
+            # Kafka's v0 handshake: the SASL tokens follow as bare size-prefixed frames.
+            conn.raw_sasl_tokens = True
         self._record(header, frame, offset, started, answer)
         return answer
+
+    def _logged_in(self, conn: Connection) -> None:
+        """A SASL exchange just succeeded (a failed one closes the connection)."""
+        if self.reauth_ms > 0:
+            conn.session_expires_ms = self.clock.monotonic_ms() + self.reauth_ms
+
+    async def _raw_sasl_token(self, conn: Connection, frame: memoryview) -> Answer:
+        """A SASL token after a SaslHandshake v0, answered as a bare token; a failed
+        login closes the connection (v0 has no way to say why)."""
+        session = conn.session
+        try:
+            token = await evaluate_token(self.broker, session, bytes(frame))
+        except KafkaError as e:
+            conn.raw_sasl_tokens = False
+            raise CloseConnection(f"SASL authentication failed: {e.message}") from None
+        if session.sasl is None:  # complete: requests follow
+            conn.raw_sasl_tokens = False
+            self._logged_in(conn)
+        return [pack_i32(len(token)) + token]
 
     def _record(
         self,
@@ -271,6 +327,8 @@ class KafkaApis:
             return None
         if isinstance(response, Deferred):
             return self._later(header, response)
+        if isinstance(response, CloseAfter):
+            raise AnswerThenClose(frame_response(header, response.response), response.reason)
         return frame_response(header, response)
 
     def _later(self, header: RequestHeader, deferred: Deferred) -> asyncio.Future[list[Part]]:

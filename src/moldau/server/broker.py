@@ -61,12 +61,20 @@ from moldau.replication.quota import throttled_partitions
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.replication.topic_stats import BrokerTopicStats
 from moldau.security.authorizer import Authorizer, parse_super_users
+from moldau.security.credentials import CredentialCache
 from moldau.security.listeners import (
     Listener,
     advertised_listeners,
     broker_listeners,
     inter_broker_listener,
 )
+from moldau.security.sasl import (
+    SaslServer,
+    check_mechanisms,
+    enabled_mechanisms,
+    sasl_server_factory,
+)
+from moldau.security.sasl_client import inter_broker_client_factory
 from moldau.security.ssl_principal import PrincipalMapper, ssl_principal
 from moldau.server.acl_cache import AclCache
 from moldau.server.add_partitions_to_txn import AddPartitionsToTxnManager, NetworkVerifySender
@@ -77,6 +85,7 @@ from moldau.server.control_client import Authenticate, NetworkTransport
 from moldau.server.dynamic_broker_config import DynamicBrokerConfig
 from moldau.server.dynamic_config_manager import DynamicConfigManager
 from moldau.server.fetch_session import FetchManager, FetchSessionCache
+from moldau.server.inter_broker_sasl import sasl_authenticator
 from moldau.server.metadata_cache import MetadataCache
 from moldau.server.metrics import BrokerCollector
 from moldau.server.metrics_http import MetricsServer
@@ -110,15 +119,22 @@ def inter_broker_tls(config: BrokerConfig, listener: Listener) -> ssl.SSLContext
 
 
 def inter_broker_authenticator(config: BrokerConfig, listener: Listener) -> Authenticate | None:
-    """What a link to another broker does first on a SASL inter-broker listener:
-    the hook for sasl.mechanism.inter.broker.protocol (issue 26's SASL part).
-    None until then: such a listener's brokers cannot authenticate to each other."""
-    if listener.sasl:
-        log.warning(
-            "inter-broker listener %s is %s: brokers do not authenticate to each other with "
-            "SASL yet, so they cannot replicate over it", listener.name, listener.security_protocol,
-        )  # fmt: skip
-    return None
+    """What a link to another broker does first on a SASL inter-broker listener: log
+    in with sasl.mechanism.inter.broker.protocol and that listener's JAAS username
+    and password (None on other listeners). InvalidConfigError if it cannot."""
+    if not listener.sasl:
+        return None
+    mechanism = config["sasl.mechanism.inter.broker.protocol"]
+    if mechanism not in enabled_mechanisms(config, listener.name):
+        raise InvalidConfigError(
+            f"sasl.mechanism.inter.broker.protocol={mechanism} must be in the "
+            f"sasl.enabled.mechanisms of inter-broker listener {listener.name}"
+        )
+    try:
+        login = inter_broker_client_factory(config, listener.name)
+    except ValueError as e:
+        raise InvalidConfigError(str(e)) from None
+    return sasl_authenticator(login, f"broker-{config['broker.id']}")
 
 
 def principal_of(mapper: PrincipalMapper, cert: dict[str, Any] | None) -> str | None:
@@ -166,6 +182,17 @@ class Broker:
         self.inter_broker_listener = inter_broker_listener(config, self.listeners)
         self.listener_tls = {lis.name: listener_tls(config, lis) for lis in self.listeners}
         self.inter_broker_ssl = inter_broker_tls(config, self.inter_broker_listener)
+        # SASL: the SCRAM credentials of /config/users, and a mechanism factory per
+        # SASL listener; one that enables what Moldau cannot serve stops start-up here.
+        self.credentials = CredentialCache()
+        sasl_listeners = [lis.name for lis in self.listeners if lis.sasl]
+        try:
+            check_mechanisms(config, sasl_listeners)
+        except ValueError as e:
+            raise InvalidConfigError(str(e)) from None
+        self._sasl_factories = {
+            name: sasl_server_factory(config, name, self.credentials) for name in sasl_listeners
+        }
         self.store = store
         self.client = MetadataClient(store)
         self.transport = transport
@@ -331,6 +358,7 @@ class Broker:
         )
         self.config_manager.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
+        self.config_manager.user_listeners.append(self._load_user)
         self.servers: list[SocketServer] = []
         # Encoded Metadata responses, keyed on the metadata cache version.
         self.metadata_responses: dict[tuple[Any, ...], bytes] = {}
@@ -400,6 +428,10 @@ class Broker:
         )
         self.replica_manager.startup()
         await self.config_manager.start()
+        # After the notifications are followed, so no change falls between the two
+        # (one read twice is harmless); logins wait for `serving` anyway.
+        for user in await self.client.get_config_users():
+            await self._load_user(user)
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
@@ -467,6 +499,24 @@ class Broker:
     def port(self) -> int:
         """The first listener's bound port (useful with port 0)."""
         return self.servers[0].port
+
+    # -- SASL ----------------------------------------------------------------------------
+
+    def sasl_mechanisms(self, listener: str) -> list[str]:
+        """The mechanisms a listener serves (none on a listener without SASL)."""
+        return enabled_mechanisms(self.config, listener) if listener in self._sasl_factories else []
+
+    def sasl_server(self, listener: str, mechanism: str) -> SaslServer | None:
+        factory = self._sasl_factories.get(listener)
+        return None if factory is None else factory(mechanism)
+
+    async def _load_user(self, user: str) -> None:
+        config = await self.client.get_user_config(user)
+        try:
+            self.credentials.update_user(user, config)
+        except ValueError as e:
+            log.error("user %s: SCRAM credentials unreadable, ignored: %s", user, e)
+            self.credentials.remove_user(user)
 
     def _on_metadata(self) -> None:
         if self.broker_id in self.metadata_cache.brokers:

@@ -23,12 +23,45 @@ from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
 # Where a broker listens, from its registration: (host, port), or None if unknown.
 Resolver = Callable[[int], tuple[str, int] | None]
 
-# Run on a new connection before its first request: SASL authentication of the
-# inter-broker links (sasl.mechanism.inter.broker.protocol) goes here.
+# Run on a new connection before its first request: the SASL login of the
+# inter-broker links (server/inter_broker_sasl.py).
 Authenticate = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 T = TypeVar("T")
+
+
+async def roundtrip(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    correlation_id: int,
+    client_id: str,
+    api_key: int,
+    version: int,
+    body: bytes,
+    flexible: bool = True,
+    peer: str = "broker",
+) -> memoryview:
+    """One request (header v2, or v1 if not `flexible`) and its response's body."""
+    header = Writer()
+    header.int16(api_key)
+    header.int16(version)
+    header.int32(correlation_id)
+    header.nullable_string(client_id, flexible=False)
+    if flexible:
+        header.empty_tagged_fields()
+    writer.write(pack_i32(len(header.buf) + len(body)) + bytes(header.buf) + body)
+    await writer.drain()
+    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+    if not 0 <= size <= MAX_RESPONSE_BYTES:
+        raise ConnectionError(f"{peer} answered with a frame of {size} bytes")
+    frame = await reader.readexactly(size)
+    r = Reader(memoryview(frame))
+    if r.int32() != correlation_id:
+        raise ConnectionError(f"{peer} answered another request")
+    if flexible:
+        r.skip_tagged_fields()  # response header v1
+    return memoryview(frame)[r.pos :]
 
 
 class _Connection:
@@ -109,23 +142,16 @@ class NetworkTransport:
         """Send one request (header v2) and return the response body."""
         conn = await self._connection(broker_id)
         conn.correlation_id += 1
-        header = Writer()
-        header.int16(api_key)
-        header.int16(version)
-        header.int32(conn.correlation_id)
-        header.nullable_string(self._client_id, flexible=False)
-        header.empty_tagged_fields()
-        conn.writer.write(pack_i32(len(header.buf) + len(body)) + bytes(header.buf) + body)
-        await conn.writer.drain()
-        size = int.from_bytes(await conn.reader.readexactly(4), "big", signed=True)
-        if not 0 <= size <= MAX_RESPONSE_BYTES:
-            raise ConnectionError(f"broker {broker_id} answered with a frame of {size} bytes")
-        frame = await conn.reader.readexactly(size)
-        r = Reader(memoryview(frame))
-        if r.int32() != conn.correlation_id:
-            raise ConnectionError(f"broker {broker_id} answered another request")
-        r.skip_tagged_fields()  # response header v1
-        return memoryview(frame)[r.pos :]
+        return await roundtrip(
+            conn.reader,
+            conn.writer,
+            conn.correlation_id,
+            self._client_id,
+            api_key,
+            version,
+            body,
+            peer=f"broker {broker_id}",
+        )
 
     async def _connection(self, broker_id: int) -> _Connection:
         address = self._resolve(broker_id)

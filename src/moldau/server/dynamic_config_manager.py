@@ -14,7 +14,7 @@ from typing import Any
 from moldau.config.topic import BrokerDefaults, log_config, resolve
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.store import StoreError, WatchedEvent
-from moldau.metadata.znodes import CONFIG_CHANGE_PREFIX
+from moldau.metadata.znodes import CONFIG_CHANGE_PREFIX, desanitize
 from moldau.storage.log_config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.tasks import TaskOwner
@@ -43,6 +43,8 @@ class DynamicConfigManager:
         self.listeners: list[Callable[[str], None]] = []
         # Called with the entity (a broker id or <default>) of a broker config change.
         self.broker_listeners: list[Callable[[str], Awaitable[None]]] = []
+        # Called with a user's name after its /config/users entry changed.
+        self.user_listeners: list[Callable[[str], Awaitable[None]]] = []
 
     async def load(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -128,6 +130,9 @@ class DynamicConfigManager:
             elif entity is not None and entity.startswith("brokers/"):
                 for listener in self.broker_listeners:
                     await listener(entity.split("/", 1)[1])
+            elif entity is not None and entity.startswith("users/"):
+                for listener in self.user_listeners:
+                    await listener(desanitize(entity.split("/", 1)[1]))
             # Only once applied: a change whose reading failed is read again.
             self._last_change = seq
 

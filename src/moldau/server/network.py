@@ -75,6 +75,14 @@ class CloseConnection(Exception):
     """The request was malformed: close this connection (and only this one)."""
 
 
+class AnswerThenClose(Exception):
+    """Send this answer, then close the connection (a failed SASL login)."""
+
+    def __init__(self, parts: list[Part], reason: str) -> None:
+        super().__init__(reason)
+        self.parts = parts
+
+
 class _SendfileFile:
     """Just enough of a file object for loop.sendfile (no fallback) over a shared
     segment fd."""
@@ -102,6 +110,10 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client = ClientInfo("", 0, server.listener_name)
         self.session = server.new_session("")
+        # After a SaslHandshake v0: frames are bare SASL tokens until the login ends.
+        self.raw_sasl_tokens = False
+        # When the SASL session ends unless renewed (KIP-368); None: never.
+        self.session_expires_ms: int | None = None
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -220,6 +232,11 @@ class Connection(asyncio.Protocol):
                 log.warning(
                     "closing connection from %s:%d: %s", self.client.host, self.client.port, e
                 )
+                await self._close_when_answered()
+                return
+            except AnswerThenClose as e:
+                log.info("closing connection from %s:%d: %s", self.client.host, self.client.port, e)
+                await self._owe(e.parts)
                 await self._close_when_answered()
                 return
             if isinstance(answer, asyncio.Future) or self._owed:

@@ -64,6 +64,14 @@ class RawBody:
 
 
 @dataclass(frozen=True, slots=True)
+class CloseAfter:
+    """A response after which the connection is closed (a failed SASL login)."""
+
+    response: Any
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Deferred:
     """A response that is known later (an acks=all produce waiting for its ISR): what
     the request had to change is done, so its connection goes on with the next
@@ -74,6 +82,6 @@ class Deferred:
     build: Callable[[Any], Any]
 
 
-# A handler returns a kio response entity, a RawBody, a Deferred, or None (no
-# response: acks=0).
+# A handler returns a kio response entity, a RawBody, a Deferred, a CloseAfter, or
+# None (no response: acks=0).
 Response = Any

@@ -1,0 +1,66 @@
+"""A broker's SASL login on its links to other brokers (a SASL inter-broker
+listener): SaslHandshake v1, then SaslAuthenticate v2 until the client is done.
+The mechanism's tokens come from a sans-IO client (security/sasl_client.py); this
+module only carries them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from moldau.protocol.codec import decode_response, encode_body
+from moldau.protocol.errors import ErrorCode, SaslAuthenticationFailedError
+from moldau.security.sasl_client import SaslClient
+from moldau.server.control_client import Authenticate, roundtrip
+
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
+
+
+def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authenticate:
+    """What NetworkTransport runs on each new connection. A refusal is a
+    ConnectionError: the link retries later, as after any lost connection."""
+
+    async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = _peer(writer)
+        client = login()
+        correlation_id = 0
+
+        async def exchange(api_key: int, version: int, body: bytes, flexible: bool) -> Any:
+            nonlocal correlation_id
+            correlation_id += 1
+            raw = await roundtrip(
+                reader, writer, correlation_id, client_id, api_key, version, body, flexible, peer
+            )
+            return decode_response(api_key, version, raw)
+
+        body = encode_body(SaslHandshakeRequest(mechanism=client.mechanism))
+        handshake = await exchange(_SASL_HANDSHAKE, 1, body, False)
+        if handshake.error_code != ErrorCode.none:
+            raise ConnectionError(
+                f"{peer} refused SASL {client.mechanism}: "
+                f"{handshake.error_code.name} (enabled: {list(handshake.mechanisms)})"
+            )
+        challenge: bytes | None = None
+        while True:
+            try:
+                token = client.respond(challenge)
+            except SaslAuthenticationFailedError as e:
+                raise ConnectionError(f"{peer}: {e.message}") from None
+            if token is None:
+                return
+            body = encode_body(SaslAuthenticateRequest(auth_bytes=token))
+            answer = await exchange(_SASL_AUTHENTICATE, 2, body, True)
+            if answer.error_code != ErrorCode.none:
+                raise ConnectionError(f"{peer} refused the SASL login: {answer.error_message}")
+            challenge = bytes(answer.auth_bytes)
+
+    return authenticate
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    address = writer.get_extra_info("peername") or ("?", 0)
+    return f"broker at {address[0]}:{address[1]}"
