@@ -5,6 +5,7 @@ allows, with Kafka's errors, as real clients (confluent-kafka) see them."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -333,3 +334,72 @@ def test_a_created_topics_configs_need_describe_configs(
     assert not by_name[hidden].configs
     assert by_name[shown].topic_config_error_code == ErrorCode.none
     assert by_name[shown].configs
+
+
+def test_acls_decide_for_the_user_a_sasl_login_names(tmp_path: Path) -> None:
+    """Authentication and authorization together, as a secured cluster runs: two SCRAM
+    users log in over SASL_PLAINTEXT; an ACL lets alice write to a topic, so her
+    records are acknowledged, while bob, authenticated as well, is refused with
+    TOPIC_AUTHORIZATION_FAILED. The PLAINTEXT listener is the operator's (its
+    User:ANONYMOUS is a super user)."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    with BrokerProcess(tmp_path / "data", overrides) as b:
+        line = next(x for x in reversed(b._lines) if "listening on" in x)
+        sasl = "127.0.0.1:" + re.findall(r"127\.0\.0\.1:(\d+)", line)[1]
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+        upserts = [
+            UserScramCredentialUpsertion(user, info, f"{user}-secret".encode())
+            for user in ("alice", "bob")
+        ]
+        for f in admin.alter_user_scram_credentials(upserts).values():
+            f.result(10)
+        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(10)
+        grant = AclBinding(
+            ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.WRITE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        for f in admin.create_acls([grant]).values():
+            f.result(10)
+
+        def produce_as(user: str) -> KafkaError | None:
+            outcome: list[KafkaError | None] = []
+            p = Producer(
+                {
+                    "bootstrap.servers": sasl,
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "sasl.username": user,
+                    "sasl.password": f"{user}-secret",
+                    "message.timeout.ms": 10_000,
+                }
+            )
+            p.produce(
+                "orders", b"from " + user.encode(), on_delivery=lambda e, _: outcome.append(e)
+            )
+            p.flush(15)
+            return outcome[0] if outcome else None
+
+        assert produce_as("alice") is None
+        refused = produce_as("bob")
+        assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
