@@ -9,13 +9,21 @@ import pytest
 
 from moldau.testing.process import BrokerProcess
 
+# As Kafka's own integration tests: a new group forms at once instead of waiting 3 s
+# for more members, which every test with a consumer group would pay; and members may
+# ask for sessions shorter than 6 s, so that a test's killed member is noticed sooner.
+SHARED_BROKER_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+}
+
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker shared by the tests that only need a broker; each test uses its
     own topics."""
     data = tmp_path_factory.mktemp("shared") / "data"
-    with BrokerProcess(data) as b:
+    with BrokerProcess(data, SHARED_BROKER_SETTINGS) as b:
         yield b
 
 

@@ -32,10 +32,13 @@ def produce(
     n: int,
     partition: int = 0,
     stop: Callable[[list[KafkaError]], bool] = lambda errors: False,
+    broker_gone: bool = False,
 ) -> tuple[dict[int, bytes], list[KafkaError]]:
     """Up to `n` records with acks=all and no retries (so each failure is seen as
     the broker answered it), until `stop(errors)`. Returns the acknowledged offsets
-    with their values, and the delivery errors."""
+    with their values, and the delivery errors. `broker_gone`: `stop` means the
+    broker has exited, so what is still queued unsent fails at once (_PURGE_QUEUE)
+    instead of after message.timeout.ms; it cannot have been acknowledged."""
     acked: dict[int, bytes] = {}
     errors: list[KafkaError] = []
     producer = Producer(
@@ -63,6 +66,11 @@ def produce(
         except BufferError:
             producer.poll(0.05)
         producer.poll(0)
+    if broker_gone:
+        while producer.flush(0.1) > 0 and time.monotonic() < deadline and not stop(errors):
+            pass
+        if stop(errors):
+            producer.purge(in_queue=True, in_flight=False)
     producer.flush(15)
     return acked, errors
 
@@ -82,6 +90,7 @@ def test_a_full_disk_stops_the_broker_and_loses_no_acknowledged_record(
             topic_name,
             30_000,
             stop=lambda _: broker.proc.poll() is not None,  # type: ignore[union-attr]
+            broker_gone=True,
         )
         # The broker stopped by itself, saying why, with no traceback.
         assert broker.proc is not None and broker.proc.wait(30) != 0
@@ -185,6 +194,7 @@ def test_a_segment_roll_that_cannot_create_its_files_loses_no_acknowledged_recor
         acked, errors = produce(
             broker.bootstrap, topic_name, 5 * segment_records,
             stop=lambda _: broker.proc.poll() is not None,  # type: ignore[union-attr]
+            broker_gone=True,
         )  # fmt: skip
         assert broker.proc is not None and broker.proc.wait(30) != 0
         # It failed where the first segment was full: at the roll.

@@ -32,7 +32,10 @@ def main() -> None:
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
+            # A run killed with SIGKILL leaves its member in the group until its session
+            # times out; the next run's first rebalance waits for that.
+            "session.timeout.ms": 3000,
+            "heartbeat.interval.ms": 500,
         }
     )
     c.subscribe([args.source])

@@ -78,7 +78,9 @@ def test_every_acknowledged_record_is_consumed_through_a_leader_kill(
         )  # fmt: skip
         producer = popen(
             VERIFIABLE_PRODUCER, "--bootstrap-server", b, "--topic", TOPIC,
-            "--max-messages", str(RECORDS), "--throughput", "400", "--acks", "-1",
+            # Five seconds of records: the kill comes a third of the way in and the
+            # failover (a 2 s ZooKeeper session) falls inside the run.
+            "--max-messages", str(RECORDS), "--throughput", "800", "--acks", "-1",
             # Keyed, so every partition gets records all along (keyless records stick
             # to a partition per 16 KiB batch, and these are a few bytes each).
             "--repeating-keys", "30",
