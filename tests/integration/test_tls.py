@@ -18,11 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import (
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     ConfigResource,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -316,3 +321,72 @@ def test_scram_sha_512_over_sasl_ssl_produce_and_consume_in_a_group(
     # The login is real: a wrong password gets nowhere.
     with pytest.raises(KafkaException):
         Producer(conf | {"sasl.password": "wrong"}).list_topics(timeout=5)
+
+
+def test_the_issues_sample_server_properties_work_unchanged(
+    tmp_path: Path, certs: Certificates, topic_name: str
+) -> None:
+    """A broker configured as a Kafka user writes it (SASL_SSL only, PLAIN for the
+    admin and between brokers, SCRAM-SHA-512 for users, AclAuthorizer with a super
+    user, nothing allowed without an ACL), and clients with librdkafka's usual
+    settings: the admin creates a SCRAM user, a topic and an ACL through the Admin
+    API; the user then writes to the topic it was granted, and nothing else."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" user_admin="admin-secret";'
+    )
+    properties = {
+        "listeners": f"SASL_SSL://127.0.0.1:{port}",
+        "advertised.listeners": f"SASL_SSL://127.0.0.1:{port}",
+        "inter.broker.listener.name": "SASL_SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs.broker("sample")),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs.ca),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    client = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(certs.ca),
+    }
+    with BrokerProcess(tmp_path / "data", properties, port=port):
+        admin = AdminClient(
+            client
+            | {"sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"}
+        )
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+        upsert = UserScramCredentialUpsertion("alice", info, b"alice-secret")
+        admin.alter_user_scram_credentials([upsert])["alice"].result(10)
+        for topic in (topic_name, f"{topic_name}-other"):
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        grant = AclBinding(
+            ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.WRITE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        admin.create_acls([grant])[grant].result(10)
+        alice = client | {
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+            "message.timeout.ms": 10_000,
+        }
+        outcome: dict[str, KafkaError | None] = {}
+        p = Producer(alice)
+        for topic in (topic_name, f"{topic_name}-other"):
+            p.produce(topic, b"x", on_delivery=lambda e, m: outcome.__setitem__(m.topic(), e))
+        p.flush(15)
+        assert outcome[topic_name] is None
+        refused = outcome[f"{topic_name}-other"]
+        assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
