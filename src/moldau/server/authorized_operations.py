@@ -1,29 +1,14 @@
 """What a client may do with a resource, as the authorized-operations fields of
 Metadata, DescribeCluster and DescribeGroups carry it (KIP-430): a bit per ACL
-operation. Moldau has no authorizer, so everything a resource supports is allowed,
-as Kafka answers without one; a client that did not ask gets Kafka's "not asked"
-value."""
+operation. Without an authorizer everything a resource supports is allowed, as
+Kafka answers without one (with one, server/authorization.py asks the ACLs); a
+client that did not ask gets Kafka's "not asked" value."""
 
 from __future__ import annotations
 
-from enum import IntEnum
+from moldau.security.acl import AclOperation
 
 NOT_ASKED = -(2**31)
-
-
-class AclOperation(IntEnum):
-    """Kafka's org.apache.kafka.common.acl.AclOperation codes."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
 
 
 def _bits(*ops: AclOperation) -> int:

@@ -105,7 +105,6 @@ class RecordWriter:
                 "on_delivery": self._on_delivery,
             }
         )
-        self._producer = self.producer
         self.count = 0
 
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
@@ -117,7 +116,7 @@ class RecordWriter:
             raise KafkaException(self._failure)
         n = batch.num_rows
         cols = self._columns
-        produce = self._producer.produce
+        produce = self.producer.produce
         values = batch.column("value").to_pylist()
         keys = batch.column("key").to_pylist() if cols.key else repeat(None, n)
         topics: Any = (
@@ -144,14 +143,14 @@ class RecordWriter:
                 except BufferError:
                     self._produce_when_room(topic, value, key, **kwargs)
         self.count += n
-        self._producer.poll(0)
+        self.producer.poll(0)
 
     def _produce_when_room(self, *args: Any, **kwargs: Any) -> None:
         # The client's queue is full: let deliveries drain it, then try again.
         while True:
-            self._producer.poll(0.1)
+            self.producer.poll(0.1)
             try:
-                self._producer.produce(*args, **kwargs)
+                self.producer.produce(*args, **kwargs)
                 return
             except BufferError:
                 continue
@@ -159,7 +158,7 @@ class RecordWriter:
     def flush(self, timeout_s: float = 300.0) -> None:
         """Wait for every record's delivery; raise the first failure."""
         try:
-            left = self._producer.flush(timeout_s)
+            left = self.producer.flush(timeout_s)
         except SystemError as e:
             # confluent-kafka calls the delivery callback with a fatal error (a fenced
             # transactional producer) still pending, and Python reports that as a

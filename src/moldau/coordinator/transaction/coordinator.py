@@ -35,6 +35,7 @@ from moldau.coordinator.transaction.state import (
     is_epoch_exhausted,
 )
 from moldau.coordinator.transaction.state_manager import (
+    EpochAndMetadata,
     ReplicaManagerTxnLog,
     TransactionStateManager,
     TxnLog,
@@ -317,6 +318,20 @@ class TransactionCoordinator:
             transactional_id, producer_id, producer_epoch, frozenset({tp})
         )
 
+    def _producers_entry(
+        self, transactional_id: str, producer_id: int
+    ) -> ErrorCode | EpochAndMetadata:
+        """The id's metadata if this broker coordinates it and `producer_id` is its
+        producer; else the error to answer (Kafka's checks before every transition)."""
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        err, entry = self.state_manager.get_transaction_state(transactional_id)
+        if err != ErrorCode.none:
+            return err
+        if entry is None or entry.metadata.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        return entry
+
     async def _add_partitions(
         self,
         transactional_id: str,
@@ -324,16 +339,10 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: frozenset[TopicPartition],
     ) -> ErrorCode:
-        if not transactional_id:
-            return ErrorCode.invalid_request
-        err, entry = self.state_manager.get_transaction_state(transactional_id)
-        if err != ErrorCode.none:
-            return err
-        if entry is None:
-            return ErrorCode.invalid_producer_id_mapping
+        entry = self._producers_entry(transactional_id, producer_id)
+        if isinstance(entry, ErrorCode):
+            return entry
         m = entry.metadata
-        if m.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
         if m.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced
         if m.pending_transition_in_progress or m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
@@ -351,18 +360,13 @@ class TransactionCoordinator:
         partitions: Collection[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         """KIP-890: a leader asks whether a transactional write's partition was added."""
-        if not transactional_id:
-            return dict.fromkeys(partitions, ErrorCode.invalid_request)
-        err, entry = self.state_manager.get_transaction_state(transactional_id)
-        if err == ErrorCode.none:
-            if entry is None or entry.metadata.producer_id != producer_id:
-                err = ErrorCode.invalid_producer_id_mapping
-            elif entry.metadata.producer_epoch != producer_epoch:
-                err = ErrorCode.producer_fenced
-            elif entry.metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                err = ErrorCode.concurrent_transactions
-        if err != ErrorCode.none or entry is None:
-            return dict.fromkeys(partitions, err)
+        entry = self._producers_entry(transactional_id, producer_id)
+        if isinstance(entry, ErrorCode):
+            return dict.fromkeys(partitions, entry)
+        if entry.metadata.producer_epoch != producer_epoch:
+            return dict.fromkeys(partitions, ErrorCode.producer_fenced)
+        if entry.metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(partitions, ErrorCode.concurrent_transactions)
         added = entry.metadata.partitions
         return {
             tp: ErrorCode.none if tp in added else ErrorCode.transaction_abortable
@@ -425,16 +429,10 @@ class TransactionCoordinator:
         commit: bool,
         from_client: bool,
     ) -> ErrorCode | tuple[int, TxnTransitMetadata, bool]:
-        if not transactional_id:
-            return ErrorCode.invalid_request
-        err, entry = self.state_manager.get_transaction_state(transactional_id)
-        if err != ErrorCode.none:
-            return err
-        if entry is None:
-            return ErrorCode.invalid_producer_id_mapping
+        entry = self._producers_entry(transactional_id, producer_id)
+        if isinstance(entry, ErrorCode):
+            return entry
         m = entry.metadata
-        if m.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
         # A client's epoch must match; the coordinator's own abort carries a bumped one.
         if (
             from_client and producer_epoch != m.producer_epoch
