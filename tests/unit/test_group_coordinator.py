@@ -42,20 +42,7 @@ def test_a_restarted_static_member_that_heartbeats_is_not_expired_by_its_old_tim
     tmp_path: Path,
 ) -> None:
     async def run() -> None:
-        clock = FakeClock()
-        timer = ManualTimer(clock)
-        replicas = ReplicaManager(
-            1, LogManager([tmp_path], clock, 1), clock, timer, lambda t: LogConfig()
-        )
-        gc = GroupCoordinator(1, replicas, clock, timer, GroupConfig())
-        for partition in range(gc.num_partitions):  # this broker leads every one
-            for tell in replicas.on_leadership_change:
-                tell(TopicPartition(CONSUMER_OFFSETS, partition), True)
-        for _ in range(100):  # the (empty) partitions load
-            if not gc.loading:
-                break
-            await asyncio.sleep(0)
-        assert not gc.loading
+        gc, timer = await _coordinator(tmp_path)
         group = GroupMetadata(
             "g", state=GroupState.STABLE, protocol_type="consumer", protocol_name="range",
             generation_id=1,
@@ -87,16 +74,16 @@ def test_a_restarted_static_member_that_heartbeats_is_not_expired_by_its_old_tim
 
 
 async def _coordinator(tmp_path: Path) -> tuple[GroupCoordinator, ManualTimer]:
-    """A coordinator leading every (empty, loaded) offsets partition."""
+    """A coordinator of one offsets partition, which it leads alone (so its group
+    writes complete at once), loaded and empty."""
     clock = FakeClock()
     timer = ManualTimer(clock)
     replicas = ReplicaManager(
         1, LogManager([tmp_path], clock, 1), clock, timer, lambda t: LogConfig()
     )
-    gc = GroupCoordinator(1, replicas, clock, timer, GroupConfig())
-    for partition in range(gc.num_partitions):
-        for tell in replicas.on_leadership_change:
-            tell(TopicPartition(CONSUMER_OFFSETS, partition), True)
+    gc = GroupCoordinator(1, replicas, clock, timer, GroupConfig(num_partitions=1))
+    state = LeaderAndIsrPartitionState(CONSUMER_OFFSETS, 0, 1, 1, 0, (1,), 0, (1,), is_new=True)
+    replicas.become_leader_or_follower(LeaderAndIsrRequest(0, 1, 1, (state,), {}, ()))
     for _ in range(100):
         if not gc.loading:
             break
@@ -151,6 +138,57 @@ def test_a_restarted_static_leader_gets_the_group_back_without_a_rebalance(
                 instance, 4, joined.member_id, instance, "consumer", "range", {}
             )
             assert (synced.error, synced.assignment) == (ErrorCode.none, b"old")
+        await gc.close()
+
+    asyncio.run(run())
+
+
+def test_a_static_rejoin_whose_group_write_fails_keeps_the_old_member_id(
+    tmp_path: Path,
+) -> None:
+    """The new member id is answered only once the group record naming it is written;
+    if the write fails the member is told the error and the group keeps the old id,
+    as Kafka reverts it, so the log and the coordinator agree on who the member is."""
+
+    async def run() -> None:
+        gc, _ = await _coordinator(tmp_path)
+        group = GroupMetadata(
+            "g", state=GroupState.STABLE, protocol_type="consumer", protocol_name="range",
+            generation_id=3, leader_id="old",
+        )  # fmt: skip
+        member = MemberMetadata(
+            "old", "instance-1", "c", "h", SESSION_MS, SESSION_MS, "consumer", [("range", b"x")]
+        )
+        member.assignment = b"p0"
+        group.add(member)
+        gc.groups["g"] = group
+        real_append = gc.metadata_manager.append
+
+        async def failing_append(group_id, records, on_written=None):  # type: ignore[no-untyped-def]
+            if on_written is not None:
+                on_written(ErrorCode.not_coordinator)
+            return ErrorCode.not_coordinator
+
+        gc.metadata_manager.append = failing_append  # type: ignore[method-assign]
+        request = JoinRequest(
+            "g", "", "instance-1", "c2", "h2", SESSION_MS, 2 * SESSION_MS, "consumer",
+            [("range", b"y")], True, True,
+        )  # fmt: skip
+        joined = await gc.join_group(request)
+        assert (joined.error, joined.member_id) == (ErrorCode.not_coordinator, "")
+        assert list(group.members) == ["old"]
+        assert group.static_member_id("instance-1") == "old"
+        assert group.leader_id == "old"
+        kept = group.members["old"]
+        assert (kept.client_id, kept.rebalance_timeout_ms, kept.protocols) == (
+            "c", SESSION_MS, [("range", b"x")],
+        )  # fmt: skip
+        assert gc.heartbeat("g", "old", "instance-1", 3) == ErrorCode.none
+
+        gc.metadata_manager.append = real_append  # type: ignore[method-assign]
+        joined = await gc.join_group(request)
+        assert joined.error == ErrorCode.none and joined.member_id.startswith("instance-1-")
+        assert list(group.members) == [joined.member_id]
         await gc.close()
 
     asyncio.run(run())

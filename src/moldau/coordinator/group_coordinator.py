@@ -338,6 +338,10 @@ class GroupCoordinator:
         old.awaiting_join = old.awaiting_sync = None
         current_leader = group.leader_id
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
+        before = (
+            member.client_id, member.client_host, member.session_timeout_ms,
+            member.rebalance_timeout_ms, member.protocols,
+        )  # fmt: skip
         member.client_id, member.client_host = req.client_id, req.client_host
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
@@ -346,12 +350,30 @@ class GroupCoordinator:
         self.heartbeat_purgatory.check_and_complete((group.group_id, old_id))
         if group.state == GroupState.STABLE and group.select_protocol() == group.protocol_name:
             self._complete_and_schedule_next_heartbeat(group, member)
-            # The new id is stored, so that a coordinator that loads the group after
-            # a move or restart does not fence it (Kafka stores the group here too).
+            instance_id = req.group_instance_id
+
+            def written(error: ErrorCode) -> None:
+                # Not stored: the old id stays the member's, as Kafka reverts it, so
+                # that the log and the group in memory name the same member. The
+                # member is told the error and rejoins.
+                if error == ErrorCode.none or group.static_member_id(instance_id) != new_id:
+                    return
+                restored = group.replace_static_member(instance_id, new_id, old_id)
+                (
+                    restored.client_id, restored.client_host, restored.session_timeout_ms,
+                    restored.rebalance_timeout_ms, restored.protocols,
+                ) = before  # fmt: skip
+                if current_leader == old_id:
+                    group.leader_id = old_id
+                self._complete_and_schedule_next_heartbeat(group, restored)
+
+            # The new id is stored before the member is answered, so that a
+            # coordinator that loads the group after a move or restart does not
+            # fence it (Kafka answers in the store's callback too).
             assignments = {m.member_id: m.assignment for m in group.members.values()}
-            self._tasks.spawn(
-                self.metadata_manager.store_group(group, assignments), f"store-{group.group_id}"
-            )
+            stored = await self.metadata_manager.store_group(group, assignments, written)
+            if stored != ErrorCode.none:
+                return JoinResult(stored, "")
             result = self._join_result(group, member)
             if member.member_id == group.leader_id:
                 # The leader must not run its assignor: a stable group would not pass
