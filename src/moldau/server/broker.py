@@ -399,6 +399,8 @@ class Broker:
             loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
 
         self.failure_channel.listeners.append(on_failure)
+        # The SCRAM users before listening: logins are served while the broker starts.
+        await self._load_users()
         # Listen first: while the logs load (on worker threads, the event loop free),
         # clients connect and are told to wait (see KafkaApis: `serving`).
         for listener in self.listeners:
@@ -428,10 +430,9 @@ class Broker:
         )
         self.replica_manager.startup()
         await self.config_manager.start()
-        # After the notifications are followed, so no change falls between the two
-        # (one read twice is harmless); logins wait for `serving` anyway.
-        for user in await self.client.get_config_users():
-            await self._load_user(user)
+        # Again once the notifications are followed, so that no change made while
+        # the logs loaded is missed (one read twice is harmless).
+        await self._load_users()
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
@@ -509,6 +510,10 @@ class Broker:
     def sasl_server(self, listener: str, mechanism: str) -> SaslServer | None:
         factory = self._sasl_factories.get(listener)
         return None if factory is None else factory(mechanism)
+
+    async def _load_users(self) -> None:
+        for user in await self.client.get_config_users():
+            await self._load_user(user)
 
     async def _load_user(self, user: str) -> None:
         config = await self.client.get_user_config(user)
