@@ -42,7 +42,7 @@ def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authe
         if handshake.error_code != ErrorCode.none:
             raise ConnectionError(
                 f"{peer} refused SASL {client.mechanism}: "
-                f"{handshake.error_code.name} (enabled: {list(handshake.mechanisms)})"
+                f"{handshake.error_code.name.upper()} (enabled: {list(handshake.mechanisms)})"
             )
         challenge: bytes | None = None
         while True:
@@ -55,7 +55,11 @@ def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authe
             body = encode_body(SaslAuthenticateRequest(auth_bytes=token))
             answer = await exchange(_SASL_AUTHENTICATE, 2, body, True)
             if answer.error_code != ErrorCode.none:
-                raise ConnectionError(f"{peer} refused the SASL login: {answer.error_message}")
+                # Kafka's error name leads, as its SaslAuthenticationException's does.
+                raise ConnectionError(
+                    f"{peer} refused the SASL login: {answer.error_code.name.upper()}: "
+                    f"{answer.error_message}"
+                )
             challenge = bytes(answer.auth_bytes)
 
     return authenticate
