@@ -4,12 +4,15 @@ the controller's requests work, a failover under an acks=all producer loses
 nothing, and a broker with the wrong inter-broker password cannot join.
 
 One cluster for the module: the tests run in this order, each leaving it whole
-(the last one adds a fourth broker and kills it at its end)."""
+(the third adds a fourth broker and kills it at its end). Its SASL sessions last
+two seconds (connections.max.reauth.ms): the last test checks that no link
+between brokers was cut for an expired session all along."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -36,6 +39,8 @@ from moldau.testing.zookeeper import ZooKeeperServer
 
 USERS = SaslUsers({"admin": "admin-secret", "app": "app-secret"})
 PREFIX = "secure-"  # the topics and groups the app user may use
+REAUTH_MS = 2000
+STARTED: list[float] = []  # when the module's cluster started (time.monotonic)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +54,8 @@ def cluster(
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "allow.everyone.if.no.acl.found": "false",
         "replica.lag.time.max.ms": "5000",
+        # Short sessions: every link logs in again many times during the module.
+        "connections.max.reauth.ms": str(REAUTH_MS),
     }
     with Cluster(
         directory / "cluster", 3, overrides, zookeeper=zookeeper,
@@ -64,6 +71,7 @@ def cluster(
         ]  # fmt: skip
         for f in admin.create_acls(grants).values():
             f.result(30)
+        STARTED.append(time.monotonic())
         yield c
 
 
@@ -248,3 +256,12 @@ def test_a_broker_with_the_wrong_inter_broker_password_cannot_join(cluster: Clus
         assert state(cluster.sasl_bootstrap, conf, topic) == {0: (1, [1, 2, 3])}
     finally:
         cluster.kill(4)
+
+
+def test_links_log_in_again_before_their_sessions_end(cluster: Cluster) -> None:
+    """KIP-368: the brokers' links (the controller's, the followers') log in again
+    on their connections in time, as librdkafka's do; a session that ended would
+    close its connection under a request."""
+    assert time.monotonic() - STARTED[0] > 3 * REAUTH_MS / 1000  # many sessions long
+    for b in cluster.brokers.values():
+        assert "SASL session expired" not in b.log_path.read_text()

@@ -247,6 +247,7 @@ class Broker:
             reachable=reachable,
             ssl_context=tls,
             authenticate=auth,
+            clock=clock,
         )
         self.fetch_client = NetworkFetchClient(
             lambda: NetworkTransport(
@@ -256,6 +257,7 @@ class Broker:
                 reachable=reachable,
                 ssl_context=tls,
                 authenticate=auth,
+                clock=clock,
             )
         )
         fetcher_config = FetcherConfig(
@@ -300,6 +302,7 @@ class Broker:
             reachable=reachable,
             ssl_context=tls,
             authenticate=auth,
+            clock=clock,
         )
         self.txn_coordinator = TransactionCoordinator(
             self.broker_id,
@@ -331,6 +334,7 @@ class Broker:
             reachable=reachable,
             ssl_context=tls,
             authenticate=auth,
+            clock=clock,
         )
         self.txn_verification = AddPartitionsToTxnManager(NetworkVerifySender(self.verify_link))
         self.txn_verifier: TransactionVerifier | None = (
