@@ -11,6 +11,8 @@ between brokers was cut for an expired session all along."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -18,7 +20,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclOperation,
@@ -73,6 +82,11 @@ def cluster(
             f.result(30)
         STARTED.append(time.monotonic())
         yield c
+
+
+def moldau(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moldau", *args], check=False,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
 def app_config(cluster: Cluster, mechanism: str = "SCRAM-SHA-256") -> dict[str, Any]:
@@ -256,6 +270,36 @@ def test_a_broker_with_the_wrong_inter_broker_password_cannot_join(cluster: Clus
         assert state(cluster.sasl_bootstrap, conf, topic) == {0: (1, [1, 2, 3])}
     finally:
         cluster.kill(4)
+
+
+def test_moldau_configs_writes_a_user_to_zookeeper_and_running_brokers_learn_it(
+    cluster: Cluster,
+) -> None:
+    """kafka-configs.sh --zookeeper's way (how users exist before brokers start),
+    here while they run: each broker learns the user from the change notification."""
+    base = ["configs", "--zookeeper", cluster.zookeeper_connect]
+    user = ["--entity-type", "users", "--entity-name", "carol"]
+    added = moldau(*base, "--alter", *user, "--add-config", "SCRAM-SHA-512=[password=carol-pw]")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.splitlines()[-1] == (
+        "Completed updating config for entity: user-principal 'carol'."
+    )
+    shown = moldau(*base, "--describe", *user)
+    assert shown.stdout.splitlines()[-1].startswith(
+        "Configs for user-principal 'carol' are SCRAM-SHA-512=salt="
+    )
+    carol = cluster.sasl_client_config() | {"sasl.username": "carol", "sasl.password": "carol-pw"}
+
+    def logs_in(bootstrap: str) -> bool:
+        try:
+            AdminClient(carol | {"bootstrap.servers": bootstrap}).list_topics(timeout=3)
+        except KafkaException:
+            return False
+        return True
+
+    for b in cluster.brokers.values():
+        if cluster.is_running(b):
+            assert wait_for(lambda b=b: logs_in(b.sasl_bootstrap), 15)  # type: ignore[misc]
 
 
 def test_links_log_in_again_before_their_sessions_end(cluster: Cluster) -> None:
