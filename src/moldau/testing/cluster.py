@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 from moldau.testing.isolation import IsolationGroup, isolation_available
 from moldau.testing.process import BrokerProcess, wait_for
-from moldau.testing.sasl import SaslUsers, write_scram_users
+from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users
 from moldau.testing.zookeeper import ZooKeeperServer, read_children, read_znodes
 
 if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
     from moldau.testing.certs import Certificates
 
 
-class Cluster:
+class Cluster(SaslListener):
     def __init__(
         self,
         directory: Path,
@@ -98,15 +98,6 @@ class Cluster:
     def sasl_bootstrap(self) -> str:
         """bootstrap.servers naming every running broker's SASL listener."""
         return ",".join(b.sasl_bootstrap for b in self.brokers.values() if self.is_running(b))
-
-    def sasl_client_config(
-        self, user: str | None = None, mechanism: str | None = None
-    ) -> dict[str, str]:
-        """librdkafka's settings to reach the SASL listeners as `user` (default: the
-        admin) with `mechanism` (default: the inter-broker one)."""
-        assert self.sasl is not None, "started without sasl="
-        ca = None if self.tls is None else self.tls.ca
-        return self.sasl.client_config(self.sasl_bootstrap, user, mechanism, ca)
 
     @staticmethod
     def is_running(b: BrokerProcess) -> bool:

@@ -26,7 +26,7 @@ from moldau.metadata.store import NoNodeError
 from moldau.metadata.znodes import CONTROLLER, decode_controller
 from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
 from moldau.server.event_loop import loop_factory
-from moldau.testing.sasl import SaslUsers, write_scram_users
+from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users
 
 if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
     from moldau.testing.certs import Certificates
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
 T = TypeVar("T")
 
 
-class LocalCluster:
+class LocalCluster(SaslListener):
     def __init__(
         self,
         directory: Path,
@@ -162,15 +162,6 @@ class LocalCluster:
     def sasl_bootstrap(self) -> str:
         """bootstrap.servers naming every running broker's SASL listener."""
         return self._listener_bootstrap(SaslUsers.listener(self.tls is not None))
-
-    def sasl_client_config(
-        self, user: str | None = None, mechanism: str | None = None
-    ) -> dict[str, str]:
-        """librdkafka's settings to reach the SASL listeners as `user` (default: the
-        admin) with `mechanism` (default: the inter-broker one)."""
-        assert self.sasl is not None, "started without sasl="
-        ca = None if self.tls is None else self.tls.ca
-        return self.sasl.client_config(self.sasl_bootstrap, user, mechanism, ca)
 
     def metrics_url(self, broker_id: int) -> str:
         """Where a broker serves Prometheus metrics (with metrics.port set)."""

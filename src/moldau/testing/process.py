@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from moldau.server.embedded import METADATA_DIR
 from moldau.testing.isolation import IsolationGroup
-from moldau.testing.sasl import SaslUsers, write_scram_users_offline
+from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users_offline
 
 if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
     from moldau.testing.certs import Certificates
@@ -25,7 +25,7 @@ _LISTENING = re.compile(r"listening on [^\s:]+:(\d+)")
 _LISTENER = re.compile(r"listener (\S+) \(\S+\) on \S+:(\d+)")
 
 
-class BrokerProcess:
+class BrokerProcess(SaslListener):
     def __init__(
         self,
         data_dir: Path,
@@ -87,15 +87,6 @@ class BrokerProcess:
     def sasl_bootstrap(self) -> str:
         """The SASL listener's address (SASL_SSL with `tls`, else SASL_PLAINTEXT)."""
         return f"{self.host}:{self.listener_ports[SaslUsers.listener(self.tls is not None)]}"
-
-    def sasl_client_config(
-        self, user: str | None = None, mechanism: str | None = None
-    ) -> dict[str, str]:
-        """librdkafka's settings to reach the SASL listener as `user` (default: the
-        admin) with `mechanism` (default: the inter-broker one)."""
-        assert self.sasl is not None, "started without sasl="
-        ca = None if self.tls is None else self.tls.ca
-        return self.sasl.client_config(self.sasl_bootstrap, user, mechanism, ca)
 
     @property
     def metadata_dir(self) -> Path:

@@ -19,11 +19,15 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from moldau.metadata.client import MetadataClient
 from moldau.metadata.embedded import EmbeddedTree
 from moldau.metadata.store import MetadataStore
 from moldau.security.credentials import ScramMechanism, new_credential
+
+if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
+    from moldau.testing.certs import Certificates
 
 PLAIN = "PLAIN"
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -132,6 +136,27 @@ class SaslUsers:
         if ca is not None:
             conf["ssl.ca.location"] = str(ca)
         return conf
+
+
+class SaslListener:
+    """What BrokerProcess, Cluster and LocalCluster started with `sasl=` offer
+    their clients: `sasl_bootstrap`, and librdkafka's settings to reach it."""
+
+    sasl: SaslUsers | None
+    tls: Certificates | None
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        raise NotImplementedError
+
+    def sasl_client_config(
+        self, user: str | None = None, mechanism: str | None = None
+    ) -> dict[str, str]:
+        """librdkafka's settings to reach the SASL listener(s) as `user` (default:
+        the admin) with `mechanism` (default: the inter-broker one)."""
+        assert self.sasl is not None, "started without sasl="
+        ca = None if self.tls is None else self.tls.ca
+        return self.sasl.client_config(self.sasl_bootstrap, user, mechanism, ca)
 
 
 async def write_scram_users(store: MetadataStore, users: SaslUsers) -> None:
