@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -31,6 +32,7 @@ from moldau.storage.partition_name import TopicPartition
 from moldau.testing.certs import Certificates
 from moldau.testing.local import LocalCluster
 from moldau.testing.process import BrokerProcess, wait_for
+from moldau.testing.sasl import SaslUsers
 from tests.integration import requests as rq
 from tests.integration.kafka_wire import WireClient
 from tests.integration.proxy import free_port
@@ -478,3 +480,48 @@ def test_brokers_replicate_over_a_sasl_inter_broker_listener(tmp_path: Path, pro
         assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
         follower = cluster.cluster.broker(2).log_manager.logs[TopicPartition("replicated", 0)]
         assert follower.log_end_offset == 1
+
+
+def test_moldau_testing_local_cluster_with_scram_between_brokers(tmp_path: Path) -> None:
+    """LocalCluster(sasl=...): SCRAM users in the store before the brokers start, so
+    they replicate logged in to each other with SCRAM; users log in with each
+    mechanism, and a wrong password is refused."""
+    users = SaslUsers({"admin": "admin-pw", "alice": "alice-pw"},
+                      inter_broker_mechanism="SCRAM-SHA-256")  # fmt: skip
+    overrides = {"inter.broker.listener.name": "SASL_PLAINTEXT"}
+    with LocalCluster(tmp_path / "cluster", 2, overrides, sasl=users) as cluster:
+        admin = AdminClient(cluster.sasl_client_config())
+        admin.create_topics([NewTopic("kept", 1, 2)])["kept"].result(30)
+        for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            p = Producer(cluster.sasl_client_config("alice", mechanism) | {"acks": "all"})
+            p.produce("kept", mechanism.encode())
+            assert p.flush(20) == 0, mechanism
+        # Both replicas hold them: the follower fetched, logged in with SCRAM.
+        logs = [cluster.cluster.broker(i).log_manager.logs[TopicPartition("kept", 0)]
+                for i in (1, 2)]  # fmt: skip
+        assert [log.log_end_offset for log in logs] == [3, 3]
+        wrong = cluster.sasl_client_config("alice", "SCRAM-SHA-512") | {"sasl.password": "x"}
+        refused: list[KafkaError] = []
+        p = Producer(wrong | {"error_cb": refused.append})
+
+        def told() -> bool:
+            p.poll(0.1)
+            return any(e.code() == KafkaError._AUTHENTICATION for e in refused)
+
+        assert wait_for(told, 10)
+
+
+def test_moldau_testing_broker_process_with_sasl_ssl(tmp_path: Path) -> None:
+    """BrokerProcess(tls=..., sasl=...): a SASL_SSL listener whose SCRAM users were
+    written to the broker's own store before it started; they outlive a restart."""
+    certs = Certificates.create(tmp_path / "certs")
+    users = SaslUsers({"admin": "admin-pw", "bob": "bob-pw"})
+    with BrokerProcess(tmp_path / "data", tls=certs, sasl=users) as b:
+        for _ in range(2):
+            conf = b.sasl_client_config("bob", "SCRAM-SHA-512")
+            assert conf["security.protocol"] == "SASL_SSL"
+            assert b.sasl_bootstrap in conf["bootstrap.servers"]
+            p = Producer(conf)
+            p.produce("t", b"v")
+            assert p.flush(20) == 0
+            b.restart()

@@ -88,3 +88,30 @@ def test_an_expired_sasl_session_closes_on_its_next_request() -> None:
             await apis().handle(cast(Connection, conn), request(ApiKey.METADATA, 1))
 
     asyncio.run(run())
+
+
+def test_logins_are_served_while_the_broker_starts() -> None:
+    """The controller logs in to a starting broker to send it the metadata its
+    start waits for (a SASL inter-broker listener): holding the login until the
+    broker serves would hold that start until its metadata wait times out."""
+
+    async def run() -> None:
+        starting = apis()
+        starting.broker.serving.clear()
+        broker = cast(Any, starting.broker)
+        broker.sasl_mechanisms = lambda listener: ["PLAIN"]
+        broker.sasl_server = lambda listener, mechanism: object()
+        broker.authorizer = None
+        conn = connection("SASL_SSL")
+        body = struct.pack(">h", 5) + b"PLAIN"
+        async with asyncio.timeout(5):
+            answer = await starting.handle(cast(Connection, conn), request(17, 1, body))
+        assert answer and conn.session.sasl is not None
+        # Anything else still waits for the start (here: for ever).
+        conn.session.authenticated = True
+        held = asyncio.create_task(starting.handle(cast(Connection, conn), request(3, 1)))
+        await asyncio.sleep(0.1)
+        assert not held.done()
+        held.cancel()
+
+    asyncio.run(run())

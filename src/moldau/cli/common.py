@@ -33,12 +33,14 @@ _RDKAFKA_PREFIX = re.compile(r"^[^\s]+/(?:bootstrap|\d+): ")
 _RDKAFKA_SUFFIX = re.compile(r" \(after \d+ms in state \w+\)$")
 
 
-def add_bootstrap_argument(p: argparse.ArgumentParser, *aliases: str) -> None:
+def add_bootstrap_argument(
+    p: argparse.ArgumentParser, *aliases: str, required: bool = True
+) -> None:
     p.add_argument(
         "--bootstrap-server",
         *aliases,
         dest="bootstrap_server",
-        required=True,
+        required=required,
         metavar="HOST:PORT",
         help="the broker(s) to connect to, comma-separated",
     )

@@ -9,6 +9,8 @@ confluent-kafka's AdminClient (Alter/DescribeUserScramCredentials):
 
 with kafka-configs' output ("Completed updating config for user alice.", "SCRAM
 credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192").
+`--zookeeper HOST:PORT[/CHROOT]` instead of --bootstrap-server writes them to
+ZooKeeper directly, before any broker runs (configs_zookeeper.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialUpsertion,
 )
 
+from moldau.cli import configs_zookeeper
 from moldau.cli.common import (
     add_bootstrap_argument,
     add_command_config_argument,
@@ -51,7 +54,13 @@ def add_parser(sub: Any) -> None:
         help="SCRAM credentials of users, as kafka-configs.sh --entity-type users",
         description="Add, delete or describe users' SCRAM credentials, as kafka-configs.sh.",
     )
-    add_bootstrap_argument(p)
+    add_bootstrap_argument(p, required=False)
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="write SCRAM credentials to ZooKeeper directly (before brokers start), "
+        "as kafka-configs.sh --zookeeper",
+    )
     add_command_config_argument(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true", help="add or delete configs")
@@ -118,11 +127,23 @@ def _fail(e: KafkaException) -> CliError:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.bootstrap_server is None) == (args.zookeeper is None):
+        raise CliError("Exactly one of --bootstrap-server and --zookeeper must be specified")
     user = _user(args)
+    if args.describe and (args.add_config or args.delete_config):
+        raise CliError("--add-config and --delete-config go with --alter")
+    if args.alter and user is None:
+        raise CliError("--alter needs --entity-name (the user)")
+    if args.alter and not args.add_config and not args.delete_config:
+        raise CliError("--alter needs --add-config or --delete-config")
+    if args.zookeeper is not None:
+        added = [
+            (mech.name.replace("_", "-"), iterations, password)
+            for mech, iterations, password in parse_add_config(args.add_config or "")
+        ]
+        return configs_zookeeper.run(args, user, added)
     admin, watch = admin_client(args)
     if args.describe:
-        if args.add_config or args.delete_config:
-            raise CliError("--add-config and --delete-config go with --alter")
         try:
             if user is None:
                 found = wait_result(admin, watch, admin.describe_user_scram_credentials(),
@@ -145,10 +166,7 @@ def run(args: argparse.Namespace) -> int:
             )
             print(f"SCRAM credential configs for user-principal '{name}' are {infos}")
         return 0
-    if user is None:
-        raise CliError("--alter needs --entity-name (the user)")
-    if not args.add_config and not args.delete_config:
-        raise CliError("--alter needs --add-config or --delete-config")
+    assert user is not None  # checked above
     alterations: list[Any] = [
         UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, iterations), pw.encode())
         for mech, iterations, pw in parse_add_config(args.add_config or "")

@@ -137,6 +137,11 @@ class EmbeddedTree:
         }
         return StoredTree(self._zxid, self._nodes["/"].seq, nodes)
 
+    def close(self) -> None:
+        """Close the journal's file (the tree may be opened again later)."""
+        if self._journal is not None:
+            self._journal.close()
+
     # -- sessions ------------------------------------------------------------------------
 
     def open_session(self) -> int:

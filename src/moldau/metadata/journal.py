@@ -150,6 +150,12 @@ class Journal:
         os.fsync(fd)
         self._torn = False
 
+    def close(self) -> None:
+        """Let go of the journal file (a store opened only to write, then handed on)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def due_for_snapshot(self) -> bool:
         return self.records >= self.snapshot_every
 

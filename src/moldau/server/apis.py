@@ -171,6 +171,12 @@ METADATA_HOLD_WHILE_STARTING_S = 1.0
 _SERVED_WHILE_STARTING = frozenset(
     {
         ApiKey.API_VERSIONS,
+        # Logins too (the SCRAM credentials are loaded before the broker listens):
+        # on a SASL inter-broker listener the controller logs in to send the
+        # metadata that start-up waits for, as Kafka authenticates in its network
+        # layer, whatever KafkaApis is doing.
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
         ApiKey.LEADER_AND_ISR,
         ApiKey.STOP_REPLICA,
         ApiKey.UPDATE_METADATA,

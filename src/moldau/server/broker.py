@@ -247,6 +247,7 @@ class Broker:
             reachable=reachable,
             ssl_context=tls,
             authenticate=auth,
+            clock=clock,
         )
         self.fetch_client = NetworkFetchClient(
             lambda: NetworkTransport(
@@ -256,6 +257,7 @@ class Broker:
                 reachable=reachable,
                 ssl_context=tls,
                 authenticate=auth,
+                clock=clock,
             )
         )
         fetcher_config = FetcherConfig(
@@ -300,6 +302,7 @@ class Broker:
             reachable=reachable,
             ssl_context=tls,
             authenticate=auth,
+            clock=clock,
         )
         self.txn_coordinator = TransactionCoordinator(
             self.broker_id,
@@ -331,6 +334,7 @@ class Broker:
             reachable=reachable,
             ssl_context=tls,
             authenticate=auth,
+            clock=clock,
         )
         self.txn_verification = AddPartitionsToTxnManager(NetworkVerifySender(self.verify_link))
         self.txn_verifier: TransactionVerifier | None = (
@@ -399,6 +403,8 @@ class Broker:
             loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
 
         self.failure_channel.listeners.append(on_failure)
+        # The SCRAM users before listening: logins are served while the broker starts.
+        await self._load_users()
         # Listen first: while the logs load (on worker threads, the event loop free),
         # clients connect and are told to wait (see KafkaApis: `serving`).
         for listener in self.listeners:
@@ -428,10 +434,9 @@ class Broker:
         )
         self.replica_manager.startup()
         await self.config_manager.start()
-        # After the notifications are followed, so no change falls between the two
-        # (one read twice is harmless); logins wait for `serving` anyway.
-        for user in await self.client.get_config_users():
-            await self._load_user(user)
+        # Again once the notifications are followed, so that no change made while
+        # the logs loaded is missed (one read twice is harmless).
+        await self._load_users()
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
@@ -509,6 +514,10 @@ class Broker:
     def sasl_server(self, listener: str, mechanism: str) -> SaslServer | None:
         factory = self._sasl_factories.get(listener)
         return None if factory is None else factory(mechanism)
+
+    async def _load_users(self) -> None:
+        for user in await self.client.get_config_users():
+            await self._load_user(user)
 
     async def _load_user(self, user: str) -> None:
         config = await self.client.get_user_config(user)

@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.protocol.control import (
     ControlRequest,
     ControlResponse,
@@ -24,8 +25,21 @@ from moldau.protocol.wire import DecodeError, Reader, Writer, pack_i32
 Resolver = Callable[[int], tuple[str, int] | None]
 
 # Run on a new connection before its first request: the SASL login of the
-# inter-broker links (server/inter_broker_sasl.py).
-Authenticate = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+# inter-broker links (server/inter_broker_sasl.py). It returns the session
+# lifetime the server granted (ms; 0: no limit), and runs again on the same
+# connection before that ends.
+Authenticate = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[int]]
+
+
+def reauthentication_due_ms(logged_in_ms: int, session_lifetime_ms: int) -> int | None:
+    """When a link logs in again (KIP-368): at 85% of the session the server
+    granted, as Kafka's clients do (they pick 85-95%), so that no request meets a
+    session that has ended (connections.max.reauth.ms: the server closes it).
+    None where the server set no limit."""
+    if session_lifetime_ms <= 0:
+        return None
+    return logged_in_ms + session_lifetime_ms * 85 // 100
+
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 T = TypeVar("T")
@@ -72,6 +86,7 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.correlation_id = 0
+        self.reauthenticate_at_ms: int | None = None
 
     def close(self) -> None:
         self.writer.close()
@@ -87,11 +102,14 @@ class NetworkTransport:
         reachable: Callable[[int], bool] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         authenticate: Authenticate | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """`ssl_context`: connect with TLS (the inter-broker listener is SSL or
-        SASL_SSL); `authenticate`: what a new connection does first (SASL)."""
+        SASL_SSL); `authenticate`: what a new connection does first (SASL), and
+        again before the session it got ends."""
         self._ssl = ssl_context
         self._authenticate = authenticate
+        self._clock = clock
         self._client_id = client_id or f"controller-{controller_id}"
         # In-process clusters cut a broker off the network (LocalCluster.isolate).
         self._reachable = reachable
@@ -159,6 +177,9 @@ class NetworkTransport:
             raise ConnectionError(f"broker {broker_id} has no known endpoint")
         conn = self._connections.get(broker_id)
         if conn is not None and conn.address == address and not conn.writer.is_closing():
+            due = conn.reauthenticate_at_ms
+            if due is not None and self._clock.monotonic_ms() >= due:
+                await self._login(conn)
             return conn
         self._drop(broker_id)
         if self._ssl is None:
@@ -170,8 +191,14 @@ class NetworkTransport:
             )
         conn = self._connections[broker_id] = _Connection(address, reader, writer)
         if self._authenticate is not None:
-            await self._authenticate(reader, writer)
+            await self._login(conn)
         return conn
+
+    async def _login(self, conn: _Connection) -> None:
+        assert self._authenticate is not None
+        started = self._clock.monotonic_ms()  # the server counts from a little later
+        lifetime = await self._authenticate(conn.reader, conn.writer)
+        conn.reauthenticate_at_ms = reauthentication_due_ms(started, lifetime)
 
     def _drop(self, broker_id: int) -> None:
         conn = self._connections.pop(broker_id, None)

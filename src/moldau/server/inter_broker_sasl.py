@@ -21,10 +21,12 @@ _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
 
 
 def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authenticate:
-    """What NetworkTransport runs on each new connection. A refusal is a
-    ConnectionError: the link retries later, as after any lost connection."""
+    """What NetworkTransport runs on each new connection (and again on it before
+    the session ends); it returns the session lifetime the server granted (ms, 0:
+    none). A refusal is a ConnectionError: the link retries later, as after any
+    lost connection."""
 
-    async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
         peer = _peer(writer)
         client = login()
         correlation_id = 0
@@ -42,21 +44,27 @@ def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authe
         if handshake.error_code != ErrorCode.none:
             raise ConnectionError(
                 f"{peer} refused SASL {client.mechanism}: "
-                f"{handshake.error_code.name} (enabled: {list(handshake.mechanisms)})"
+                f"{handshake.error_code.name.upper()} (enabled: {list(handshake.mechanisms)})"
             )
         challenge: bytes | None = None
+        lifetime_ms = 0
         while True:
             try:
                 token = client.respond(challenge)
             except SaslAuthenticationFailedError as e:
                 raise ConnectionError(f"{peer}: {e.message}") from None
             if token is None:
-                return
+                return lifetime_ms
             body = encode_body(SaslAuthenticateRequest(auth_bytes=token))
             answer = await exchange(_SASL_AUTHENTICATE, 2, body, True)
             if answer.error_code != ErrorCode.none:
-                raise ConnectionError(f"{peer} refused the SASL login: {answer.error_message}")
+                # Kafka's error name leads, as its SaslAuthenticationException's does.
+                raise ConnectionError(
+                    f"{peer} refused the SASL login: {answer.error_code.name.upper()}: "
+                    f"{answer.error_message}"
+                )
             challenge = bytes(answer.auth_bytes)
+            lifetime_ms = int(answer.session_lifetime.total_seconds() * 1000)
 
     return authenticate
 

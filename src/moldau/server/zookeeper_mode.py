@@ -31,6 +31,7 @@ class ZooKeeperModeServer:
             config["controller.socket.timeout.ms"],
             ssl_context=inter_broker_tls(config, listener),
             authenticate=inter_broker_authenticator(config, listener),
+            clock=clock,
         )
         self.brokers = [Broker(config, self.store, self.transport, clock)]
 

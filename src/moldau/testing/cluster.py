@@ -10,6 +10,7 @@ their own Kafka applications:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -19,13 +20,14 @@ from typing import TYPE_CHECKING
 
 from moldau.testing.isolation import IsolationGroup, isolation_available
 from moldau.testing.process import BrokerProcess, wait_for
+from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users
 from moldau.testing.zookeeper import ZooKeeperServer, read_children, read_znodes
 
 if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
     from moldau.testing.certs import Certificates
 
 
-class Cluster:
+class Cluster(SaslListener):
     def __init__(
         self,
         directory: Path,
@@ -36,10 +38,15 @@ class Cluster:
         tls: Certificates | None = None,
         client_auth: str = "none",
         inter_broker_listener: str | None = None,
+        sasl: SaslUsers | None = None,
     ) -> None:
         """`tls`: every broker also listens with TLS (BrokerProcess's `tls`);
-        `inter_broker_listener` (e.g. "SSL") is what brokers use between them."""
+        `sasl`: and with SASL (SASL_SSL with `tls`, else SASL_PLAINTEXT), its SCRAM
+        users written to ZooKeeper before the brokers start;
+        `inter_broker_listener` (e.g. "SSL", "SASL_SSL") is what brokers use
+        between them."""
         self.directory = Path(directory)
+        self.tls, self.client_auth, self.sasl = tls, client_auth, sasl
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper")
         self.chroot = chroot
@@ -59,6 +66,7 @@ class Cluster:
                 isolation=self._groups.get(i),
                 tls=tls,
                 client_auth=client_auth,
+                sasl=sasl,
             )
             for i in range(1, brokers + 1)
         }
@@ -86,6 +94,11 @@ class Cluster:
         """bootstrap.servers naming every running broker's SSL listener."""
         return ",".join(b.ssl_bootstrap for b in self.brokers.values() if self.is_running(b))
 
+    @property
+    def sasl_bootstrap(self) -> str:
+        """bootstrap.servers naming every running broker's SASL listener."""
+        return ",".join(b.sasl_bootstrap for b in self.brokers.values() if self.is_running(b))
+
     @staticmethod
     def is_running(b: BrokerProcess) -> bool:
         return b.proc is not None and b.proc.poll() is None
@@ -96,12 +109,46 @@ class Cluster:
         try:
             if self._own_zookeeper:
                 self.zookeeper.start()
+            if self.sasl is not None:
+                self._write_users(self.sasl)
             for b in self.brokers.values():
                 b.start(timeout)
         except BaseException:
             self.close()
             raise
         return self
+
+    def _write_users(self, sasl: SaslUsers) -> None:
+        from moldau.metadata.zookeeper import ZooKeeperStore
+
+        async def write() -> None:
+            store = ZooKeeperStore(self.zookeeper_connect)
+            await store.start()
+            try:
+                await write_scram_users(store, sasl)
+            finally:
+                await store.close()
+
+        asyncio.run(write())
+
+    def add_broker(
+        self, broker_id: int | None = None, sasl: SaslUsers | None = None, timeout: float = 60.0
+    ) -> BrokerProcess:
+        """Start one more broker in the cluster (the next id by default), with the
+        cluster's settings; `sasl` replaces the cluster's (e.g. a wrong inter-broker
+        password). `close` kills it with the others."""
+        broker_id = broker_id or max(self.brokers) + 1
+        if broker_id in self.brokers:
+            raise ValueError(f"broker {broker_id} is already in the cluster")
+        b = BrokerProcess(
+            self.directory / f"broker-{broker_id}",
+            self._settings(broker_id),
+            tls=self.tls,
+            client_auth=self.client_auth,
+            sasl=sasl or self.sasl,
+        )
+        self.brokers[broker_id] = b
+        return b.start(timeout)
 
     def close(self) -> None:
         """Kill every broker and, if the cluster started it, ZooKeeper."""

@@ -18,7 +18,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from moldau.config.broker import BrokerConfig
 from moldau.metadata.embedded import EmbeddedSession
@@ -26,22 +26,40 @@ from moldau.metadata.store import NoNodeError
 from moldau.metadata.znodes import CONTROLLER, decode_controller
 from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
 from moldau.server.event_loop import loop_factory
+from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users
+
+if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
+    from moldau.testing.certs import Certificates
 
 T = TypeVar("T")
 
 
-class LocalCluster:
+class LocalCluster(SaslListener):
     def __init__(
         self,
         directory: Path,
         brokers: int = 3,
         overrides: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
+        tls: Certificates | None = None,
+        sasl: SaslUsers | None = None,
     ) -> None:
+        """`tls`: every broker also listens on SSL (`ssl_bootstrap`); `sasl`: and on
+        SASL_SSL with `tls`, else SASL_PLAINTEXT (`sasl_bootstrap`), its SCRAM users
+        written to the embedded store before the brokers start."""
         self.directory = Path(directory)
         self.size = brokers
         self.host = host
-        self.overrides = dict(overrides or {})
+        self.tls, self.sasl = tls, sasl
+        listeners = [f"PLAINTEXT://{host}:0"]
+        props: dict[str, str] = {}
+        if tls is not None:
+            props |= tls.broker_properties()
+            listeners.append(f"SSL://{host}:0")
+        if sasl is not None:
+            props |= sasl.broker_properties(SaslUsers.listener(tls is not None))
+            listeners.append(f"{SaslUsers.listener(tls is not None)}://{host}:0")
+        self.overrides = {"listeners": ",".join(listeners), **props, **(overrides or {})}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._cluster: EmbeddedCluster | None = None
@@ -67,7 +85,6 @@ class LocalCluster:
             BrokerConfig(
                 {
                     "broker.id": str(i),
-                    "listeners": f"PLAINTEXT://{self.host}:0",
                     "log.dirs": str(self.directory / f"broker-{i}"),
                     "offsets.topic.replication.factor": str(min(3, self.size)),
                     **self.overrides,
@@ -78,6 +95,8 @@ class LocalCluster:
         self._cluster = EmbeddedCluster(configs, self.directory / METADATA_DIR)
         self._session = self._cluster.tree.session()
         await self._session.start()
+        if self.sasl is not None:  # brokers log in to each other from the start
+            await write_scram_users(self._session, self.sasl)
         await self._cluster.start()
 
     def close(self, timeout: float = 60.0) -> None:
@@ -124,6 +143,25 @@ class LocalCluster:
         return ",".join(
             f"{self.host}:{b.port}" for b in self.cluster.brokers if b.started and b.servers
         )
+
+    def _listener_bootstrap(self, listener: str) -> str:
+        return ",".join(
+            f"{self.host}:{s.port}"
+            for b in self.cluster.brokers
+            if b.started
+            for s in b.servers
+            if s.listener_name == listener
+        )
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """bootstrap.servers naming every running broker's SSL listener."""
+        return self._listener_bootstrap("SSL")
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """bootstrap.servers naming every running broker's SASL listener."""
+        return self._listener_bootstrap(SaslUsers.listener(self.tls is not None))
 
     def metrics_url(self, broker_id: int) -> str:
         """Where a broker serves Prometheus metrics (with metrics.port set)."""

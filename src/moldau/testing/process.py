@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from moldau.server.embedded import METADATA_DIR
 from moldau.testing.isolation import IsolationGroup
+from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users_offline
 
 if TYPE_CHECKING:  # cryptography is a test extra: only for tests with TLS
     from moldau.testing.certs import Certificates
@@ -23,7 +25,7 @@ _LISTENING = re.compile(r"listening on [^\s:]+:(\d+)")
 _LISTENER = re.compile(r"listener (\S+) \(\S+\) on \S+:(\d+)")
 
 
-class BrokerProcess:
+class BrokerProcess(SaslListener):
     def __init__(
         self,
         data_dir: Path,
@@ -34,19 +36,34 @@ class BrokerProcess:
         isolation: IsolationGroup | None = None,
         tls: Certificates | None = None,
         client_auth: str = "none",
+        sasl: SaslUsers | None = None,
     ) -> None:
         """`tls`: also listen with TLS (an SSL listener, its certificates from that
         CA, ssl.client.auth=`client_auth`) next to the PLAINTEXT one; its address is
-        `ssl_bootstrap`."""
+        `ssl_bootstrap`. `sasl`: also a SASL_SSL listener (with `tls`, else
+        SASL_PLAINTEXT) taking those users, at `sasl_bootstrap`; without
+        zookeeper.connect their SCRAM credentials are written to the broker's
+        embedded store before its first start."""
         self.data_dir = Path(data_dir)
         # A cgroup the process starts in, so that tests can cut it off the network.
         self.isolation = isolation
         self.overrides = dict(overrides or {})
         self.tls = tls
+        self.sasl = sasl
+        listeners = [f"PLAINTEXT://{host}:{port}"]
+        props: dict[str, str] = {}
         if tls is not None:
-            props = tls.broker_properties(client_auth) | self.overrides
-            props.setdefault("listeners", f"PLAINTEXT://{host}:{port},SSL://{host}:0")
+            props |= tls.broker_properties(client_auth)
+            listeners.append(f"SSL://{host}:0")
+        if sasl is not None:
+            props |= sasl.broker_properties(SaslUsers.listener(tls is not None))
+            listeners.append(f"{SaslUsers.listener(tls is not None)}://{host}:0")
+        if props:
+            props |= self.overrides
+            props.setdefault("listeners", ",".join(listeners))
             self.overrides = props
+        # On ZooKeeper the cluster writes the users, once for all its brokers.
+        self._users_to_write = sasl is not None and "zookeeper.connect" not in self.overrides
         # Each listener's bound port, by name (from the broker's start-up lines).
         self.listener_ports: dict[str, int] = {}
         self.requested_port = port
@@ -67,6 +84,18 @@ class BrokerProcess:
         return f"{self.host}:{self.listener_ports['SSL']}"
 
     @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL listener's address (SASL_SSL with `tls`, else SASL_PLAINTEXT)."""
+        return f"{self.host}:{self.listener_ports[SaslUsers.listener(self.tls is not None)]}"
+
+    @property
+    def metadata_dir(self) -> Path:
+        """Where the broker keeps its embedded metadata store (without ZooKeeper)."""
+        log_dirs = self.overrides.get("log.dirs")
+        first = Path(log_dirs.split(",")[0]) if log_dirs else self.data_dir
+        return first / METADATA_DIR
+
+    @property
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
@@ -75,6 +104,10 @@ class BrokerProcess:
         """Start and wait until it accepts connections. A restart keeps its port."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"broker process {self.proc.pid} is already running")
+        if self._users_to_write:
+            assert self.sasl is not None
+            write_scram_users_offline(self.metadata_dir, self.sasl)
+            self._users_to_write = False
         cmd = [sys.executable, "-m", "moldau", "serve"]
         if "listeners" not in self.overrides:  # else they name every port
             cmd += ["--host", self.host, "--port", str(self.port or self.requested_port)]
