@@ -147,7 +147,10 @@ class ScramServer:
         m = _CLIENT_FINAL.fullmatch(text)
         if m is None:
             raise SaslAuthenticationFailedError("Invalid SCRAM client final message format")
-        if m["nonce"] != self._full_nonce:
+        # Kafka 3.8.1-3.9 check only the end: librdkafka before 2.6.1 (kcat, many
+        # distributions' confluent-kafka) sends its own nonce again in front. The
+        # proof covers the whole message, so the server's fresh part still counts.
+        if not m["nonce"].endswith(self._full_nonce):
             raise SaslAuthenticationFailedError("Invalid client nonce in the final client message.")
         if m["binding"] != base64.b64encode(self._gs2_header.encode()).decode():
             raise SaslAuthenticationFailedError(
