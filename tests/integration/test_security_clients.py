@@ -27,7 +27,6 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
-    KafkaException,
     Producer,
 )
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -42,6 +41,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from moldau.testing import nodejs
 from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess, wait_for
+from tests.integration.test_tls import refused
 
 pytestmark = pytest.mark.integration
 
@@ -141,16 +141,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
         # The broker learns new credentials from their change notification.
         for mechanism in SCRAM_USERS:
             login = broker.login("SASL_PLAINTEXT", mechanism)
-            assert wait_for(lambda login=login: logs_in(confluent_conf(login)), 20), mechanism
+            assert wait_for(lambda login=login: not refused(confluent_conf(login)), 20), mechanism
         yield broker
-
-
-def logs_in(conf: dict[str, Any]) -> bool:
-    try:
-        AdminClient(conf).list_topics(timeout=3)
-    except KafkaException:
-        return False
-    return True
 
 
 MATRIX = [("SSL", None)] + [(p, m) for p in SASL_PROTOCOLS for m in MECHANISMS]
@@ -167,17 +159,32 @@ def new_topic(broker: SecuredBroker, stem: str) -> str:
 # confluent-kafka (librdkafka) ---------------------------------------------------------
 
 
+CONFLUENT_KEYS = ("bootstrap.servers", "security.protocol", "ssl.ca.location",
+                  "sasl.mechanism", "sasl.username", "sasl.password")  # fmt: skip
+KAFKA_PYTHON_KEYS = ("bootstrap_servers", "security_protocol", "ssl_cafile",
+                     "sasl_mechanism", "sasl_plain_username", "sasl_plain_password")  # fmt: skip
+
+
+def client_conf(login: Login, keys: tuple[str, ...]) -> dict[str, Any]:
+    """`login` in a client's configuration keys (the order of CONFLUENT_KEYS)."""
+    values = (login.bootstrap, login.protocol, login.ca, login.mechanism, login.username,
+              login.password)  # fmt: skip
+    return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
+
 def confluent_conf(login: Login) -> dict[str, Any]:
-    conf: dict[str, Any] = {
-        "bootstrap.servers": login.bootstrap,
-        "security.protocol": login.protocol,
-    }
-    if login.ca:
-        conf["ssl.ca.location"] = login.ca
-    if login.mechanism:
-        conf |= {"sasl.mechanism": login.mechanism, "sasl.username": login.username,
-                 "sasl.password": login.password}  # fmt: skip
-    return conf
+    return client_conf(login, CONFLUENT_KEYS)
+
+
+def poll_values(c: Consumer, n: int, timeout: float = 20) -> list[bytes]:
+    """Up to `n` record values, polling for at most `timeout` seconds."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    return got
 
 
 @pytest.mark.parametrize(("protocol", "mechanism"), MATRIX, ids=MATRIX_IDS)
@@ -195,12 +202,7 @@ def test_confluent_kafka(secured: SecuredBroker, protocol: str, mechanism: str |
     group = f"g-{topic}"
     c = Consumer(conf | {"group.id": group, "auto.offset.reset": "earliest"})
     c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while len(got) < len(values) and time.monotonic() < deadline:
-        m = c.poll(0.2)
-        if m is not None and m.error() is None:
-            got.append(m.value())
+    got = poll_values(c, len(values))
     c.commit(asynchronous=False)
     c.close()
     assert got == values
@@ -248,17 +250,7 @@ def test_kcat(secured: SecuredBroker, protocol: str, mechanism: str | None) -> N
 
 
 def kafka_python_conf(login: Login) -> dict[str, Any]:
-    conf: dict[str, Any] = {
-        "bootstrap_servers": login.bootstrap,
-        "security_protocol": login.protocol,
-        "request_timeout_ms": 10_000,
-    }
-    if login.ca:
-        conf["ssl_cafile"] = login.ca
-    if login.mechanism:
-        conf |= {"sasl_mechanism": login.mechanism, "sasl_plain_username": login.username,
-                 "sasl_plain_password": login.password}  # fmt: skip
-    return conf
+    return client_conf(login, KAFKA_PYTHON_KEYS) | {"request_timeout_ms": 10_000}
 
 
 @pytest.mark.parametrize(("protocol", "mechanism"), MATRIX, ids=MATRIX_IDS)
@@ -506,11 +498,7 @@ def test_a_thousand_connections_that_never_authenticate(secured: SecuredBroker) 
         assert p.flush(20) == 0
         c = Consumer(conf | {"group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
         c.subscribe([topic])
-        got: list[bytes] = []
-        while len(got) < 10 and time.monotonic() - started < 20:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                got.append(m.value())
+        got = poll_values(c, 10)
         c.close()
         assert got == [str(v).encode() for v in range(10)]
         assert time.monotonic() - started < 15

@@ -203,7 +203,9 @@ def test_scram_takes_librdkafkas_doubled_client_nonce_as_kafka_3_9() -> None:
         bare = "n=alice,r=abc"
         server_first = server.evaluate(f"n,,{bare}".encode()).decode()
         full = server_first.split(",")[0].removeprefix("r=")
-        final, _ = client_final(SHA256, "alice-secret", bare, server_first, nonce=sent.format(full=full))
+        final, _ = client_final(
+            SHA256, "alice-secret", bare, server_first, nonce=sent.format(full=full)
+        )
         if accepted:
             server.evaluate(final.encode())
             assert server.principal == "User:alice"
