@@ -69,10 +69,11 @@ class Login:
     def name(self) -> str:
         return f"{self.protocol}-{self.mechanism}" if self.mechanism else self.protocol
 
-    def with_password(self, password: str) -> Login:
+    def with_password(self, password: str, username: str | None = None) -> Login:
         return Login(
-            self.protocol, self.bootstrap, self.ca, self.mechanism, self.username, password
-        )
+            self.protocol, self.bootstrap, self.ca, self.mechanism, username or self.username,
+            password,
+        )  # fmt: skip
 
 
 @dataclass
@@ -325,7 +326,8 @@ def test_kafkajs(secured: SecuredBroker, protocol: str) -> None:
         # KafkaJS's error for SASL_AUTHENTICATION_FAILED, with the broker's message.
         assert lines[-1] == {
             "refused": "KafkaJSSASLAuthenticationError",
-            "message": "SASL SCRAM SHA512 authentication failed: Invalid client credentials",
+            "message": "SASL SCRAM SHA512 authentication failed: Authentication failed during "
+            "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
         }
         assert secured.end_offset(untouched) == 0
 
@@ -377,31 +379,36 @@ def kafka_python_wrong_login(login: Login, topic: str) -> str:
     return done.stderr
 
 
+# Kafka's words for a refused SCRAM login: the same for a wrong password and an
+# unknown user (PLAIN's own message says as little).
+SCRAM_REFUSED = "Authentication failed during authentication due to invalid credentials with SASL "
 WRONG_LOGINS = {
-    # client: (attempt, listener, mechanism, what it reports of the broker's answer)
+    # case: (attempt, listener, mechanism, user, what the client reports of the answer)
     "confluent-kafka": (
-        confluent_wrong_login, "SASL_PLAINTEXT", "SCRAM-SHA-256",
-        "SASL authentication error: Invalid client credentials",
+        confluent_wrong_login, "SASL_PLAINTEXT", "SCRAM-SHA-256", None,
+        f"SASL authentication error: {SCRAM_REFUSED}mechanism SCRAM-SHA-256",
+    ),
+    "confluent-kafka-unknown-user": (
+        confluent_wrong_login, "SASL_SSL", "SCRAM-SHA-512", "nobody",
+        f"SASL authentication error: {SCRAM_REFUSED}mechanism SCRAM-SHA-512",
     ),
     "kcat": (
-        kcat_wrong_login, "SASL_SSL", "PLAIN",
+        kcat_wrong_login, "SASL_SSL", "PLAIN", None,
         "SASL authentication error: Authentication failed: Invalid username or password",
     ),
     "kafka-python": (
-        kafka_python_wrong_login, "SASL_PLAINTEXT", "SCRAM-SHA-512",
+        kafka_python_wrong_login, "SASL_PLAINTEXT", "SCRAM-SHA-512", None,
         "[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: "
-        "Invalid client credentials",
+        f"{SCRAM_REFUSED}mechanism SCRAM-SHA-512",
     ),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("client", WRONG_LOGINS)
-def test_a_wrong_password_is_refused_and_served_nothing(
-    secured: SecuredBroker, client: str
-) -> None:
-    attempt, protocol, mechanism, reported = WRONG_LOGINS[client]
+@pytest.mark.parametrize("case", WRONG_LOGINS)
+def test_a_wrong_password_is_refused_and_served_nothing(secured: SecuredBroker, case: str) -> None:
+    attempt, protocol, mechanism, user, reported = WRONG_LOGINS[case]
     topic = new_topic(secured, "untouched")
-    report = attempt(secured.login(protocol, mechanism).with_password("wrong"), topic)
+    report = attempt(secured.login(protocol, mechanism).with_password("wrong", user), topic)
     assert reported in report
     assert secured.end_offset(topic) == 0
 
