@@ -96,15 +96,21 @@ def _h(mech: ScramMechanism) -> str:
 
 
 def client_final(
-    mech: ScramMechanism, password: str, client_first_bare: str, server_first: str, gs2: str = "n,,"
+    mech: ScramMechanism,
+    password: str,
+    client_first_bare: str,
+    server_first: str,
+    gs2: str = "n,,",
+    nonce: str | None = None,
 ) -> tuple[str, bytes]:
-    """(client-final message, expected server signature), RFC 5802 section 3."""
+    """(client-final message, expected server signature), RFC 5802 section 3;
+    `nonce` in place of the server's (what a faulty client sends back)."""
     fields = dict(f.split("=", 1) for f in server_first.split(","))
     salt, iterations = base64.b64decode(fields["s"]), int(fields["i"])
     salted = hashlib.pbkdf2_hmac(_h(mech), password.encode(), salt, iterations)
     client_key = hmac.new(salted, b"Client Key", _h(mech)).digest()
     stored_key = hashlib.new(_h(mech), client_key).digest()
-    without_proof = f"c={base64.b64encode(gs2.encode()).decode()},r={fields['r']}"
+    without_proof = f"c={base64.b64encode(gs2.encode()).decode()},r={nonce or fields['r']}"
     auth = f"{client_first_bare},{server_first},{without_proof}".encode()
     signature = hmac.new(stored_key, auth, _h(mech)).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
@@ -185,6 +191,27 @@ def test_scram_refuses_a_changed_nonce_or_binding() -> None:
             final = "p=AAAA"
         with pytest.raises(SaslAuthenticationFailedError):
             server.evaluate(final.encode())
+
+
+def test_scram_takes_librdkafkas_doubled_client_nonce_as_kafka_3_9() -> None:
+    """librdkafka before 2.6.1 sends its own nonce again in front of the server's
+    (client + client + server); Kafka 3.8.1 to 3.9 accept a final nonce that ends
+    with the server's, so that kcat and older confluent-kafka log in. Anything
+    else around it is still refused."""
+    for sent, accepted in (("abc{full}", True), ("{full}x", False), ("abcabc", False)):
+        server = ScramServer(SHA256, _cache(SHA256))
+        bare = "n=alice,r=abc"
+        server_first = server.evaluate(f"n,,{bare}".encode()).decode()
+        full = server_first.split(",")[0].removeprefix("r=")
+        final, _ = client_final(
+            SHA256, "alice-secret", bare, server_first, nonce=sent.format(full=full)
+        )
+        if accepted:
+            server.evaluate(final.encode())
+            assert server.principal == "User:alice"
+        else:
+            with pytest.raises(SaslAuthenticationFailedError, match="nonce"):
+                server.evaluate(final.encode())
 
 
 def test_scram_refuses_a_credential_below_the_minimum_iterations() -> None:

@@ -271,6 +271,12 @@ class SaslAuthenticationFailedError(KafkaError):
     code = ErrorCode.sasl_authentication_failed
 
 
+class UndisclosedSaslFailureError(SaslAuthenticationFailedError):
+    """A failed login whose reason only the broker's log gets: Kafka answers a
+    mechanism's SaslException with a message naming the mechanism alone, so that
+    a client cannot learn, say, whether a user exists."""
+
+
 class UnknownProducerIdError(KafkaError):
     code = ErrorCode.unknown_producer_id
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 
-from moldau.protocol.errors import IllegalSaslStateError, SaslAuthenticationFailedError
+from moldau.protocol.errors import (
+    IllegalSaslStateError,
+    SaslAuthenticationFailedError,
+    UndisclosedSaslFailureError,
+)
 
 MECHANISM = "PLAIN"
 JAAS_USER_PREFIX = "user_"
@@ -43,10 +47,10 @@ class PlainServer:
         try:
             text = token.decode()
         except UnicodeDecodeError:
-            raise SaslAuthenticationFailedError("Invalid SASL/PLAIN response: not UTF-8") from None
+            raise UndisclosedSaslFailureError("Invalid SASL/PLAIN response: not UTF-8") from None
         parts = text.split("\0")
         if len(parts) != 3:
-            raise SaslAuthenticationFailedError(
+            raise UndisclosedSaslFailureError(
                 f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}"
             )
         authzid, username, password = parts

@@ -19,7 +19,11 @@ import secrets
 from collections.abc import Callable
 from enum import Enum
 
-from moldau.protocol.errors import IllegalSaslStateError, SaslAuthenticationFailedError
+from moldau.protocol.errors import (
+    IllegalSaslStateError,
+    SaslAuthenticationFailedError,
+    UndisclosedSaslFailureError,
+)
 from moldau.security.credentials import (
     MIN_ITERATIONS,
     CredentialCache,
@@ -102,7 +106,7 @@ class ScramServer:
             return self._client_final(text).encode()
         except UnicodeDecodeError:
             self._state = _State.FAILED
-            raise SaslAuthenticationFailedError("Invalid SCRAM message: not UTF-8") from None
+            raise UndisclosedSaslFailureError("Invalid SCRAM message: not UTF-8") from None
         except SaslAuthenticationFailedError:
             self._state = _State.FAILED
             raise
@@ -110,19 +114,17 @@ class ScramServer:
     def _client_first(self, text: str) -> str:
         m = _CLIENT_FIRST.fullmatch(text)
         if m is None:
-            raise SaslAuthenticationFailedError("Invalid SCRAM client first message format")
+            raise UndisclosedSaslFailureError("Invalid SCRAM client first message format")
         extensions = dict(e.split("=", 1) for e in m["ext"].split(",")[1:])
         if extensions:
             # tokenauth (delegation tokens) is the only extension Kafka knows; Moldau
             # has no delegation tokens, so every extension is refused.
-            raise SaslAuthenticationFailedError(
-                f"Unsupported SCRAM extensions: {sorted(extensions)}"
-            )
+            raise UndisclosedSaslFailureError(f"Unsupported SCRAM extensions: {sorted(extensions)}")
         self._user = sasl_name_to_user(m["name"])
         credential = self._credentials.get(self._user, self.mechanism)
         if credential is None:
             # Kafka's message: it does not say whether the user exists.
-            raise SaslAuthenticationFailedError("Authentication failed: Invalid user credentials")
+            raise UndisclosedSaslFailureError("Authentication failed: Invalid user credentials")
         authzid = m["authzid"]
         if authzid and sasl_name_to_user(authzid) != self._user:
             raise SaslAuthenticationFailedError(
@@ -130,7 +132,7 @@ class ScramServer:
                 "different from username"
             )
         if credential.iterations < MIN_ITERATIONS:
-            raise SaslAuthenticationFailedError(
+            raise UndisclosedSaslFailureError(
                 f"Iterations {credential.iterations} is less than the minimum {MIN_ITERATIONS}"
                 f" for {self.mechanism}"
             )
@@ -146,17 +148,18 @@ class ScramServer:
     def _client_final(self, text: str) -> str:
         m = _CLIENT_FINAL.fullmatch(text)
         if m is None:
-            raise SaslAuthenticationFailedError("Invalid SCRAM client final message format")
-        if m["nonce"] != self._full_nonce:
-            raise SaslAuthenticationFailedError("Invalid client nonce in the final client message.")
+            raise UndisclosedSaslFailureError("Invalid SCRAM client final message format")
+        # Kafka 3.8.1-3.9 check only the end: librdkafka before 2.6.1 (kcat, many
+        # distributions' confluent-kafka) sends its own nonce again in front. The
+        # proof covers the whole message, so the server's fresh part still counts.
+        if not m["nonce"].endswith(self._full_nonce):
+            raise UndisclosedSaslFailureError("Invalid client nonce in the final client message.")
         if m["binding"] != base64.b64encode(self._gs2_header.encode()).decode():
-            raise SaslAuthenticationFailedError(
-                "Invalid channel binding in the final client message"
-            )
+            raise UndisclosedSaslFailureError("Invalid channel binding in the final client message")
         try:
             proof = base64.b64decode(m["proof"], validate=True)
         except binascii.Error:
-            raise SaslAuthenticationFailedError("Invalid client proof encoding") from None
+            raise UndisclosedSaslFailureError("Invalid client proof encoding") from None
         credential = self._credential
         assert credential is not None
         auth_message = ",".join(
@@ -164,10 +167,10 @@ class ScramServer:
         ).encode()
         signature = hmac_(self._mech, credential.stored_key, auth_message)
         if len(proof) != len(signature):
-            raise SaslAuthenticationFailedError("Invalid client credentials")
+            raise UndisclosedSaslFailureError("Invalid client credentials")
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         if not hmac.compare_digest(digest(self._mech, client_key), credential.stored_key):
-            raise SaslAuthenticationFailedError("Invalid client credentials")
+            raise UndisclosedSaslFailureError("Invalid client credentials")
         server_signature = hmac_(self._mech, credential.server_key, auth_message)
         # The keys are not needed any more; drop them as Kafka clears its credential.
         self._credential = None

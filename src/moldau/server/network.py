@@ -373,11 +373,13 @@ class TlsConnection(Connection, asyncio.BufferedProtocol):
 
     def __init__(self, server: SocketServer) -> None:
         super().__init__(server)
-        self._buffer = bytearray(self._READ_BYTES)
+        # Made on the first read, after the handshake: a client that never finishes
+        # its handshake costs no buffer (1,000 of them held 250 MB so).
+        self._buffer = bytearray()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if sizehint > len(self._buffer):
-            self._buffer = bytearray(sizehint)
+        if len(self._buffer) < max(sizehint, self._READ_BYTES):
+            self._buffer = bytearray(max(sizehint, self._READ_BYTES))
         return memoryview(self._buffer)
 
     def buffer_updated(self, nbytes: int) -> None:

@@ -22,6 +22,7 @@ from moldau.protocol.errors import (
     ErrorCode,
     IllegalSaslStateError,
     SaslAuthenticationFailedError,
+    UndisclosedSaslFailureError,
 )
 from moldau.security.sasl import SaslServer
 from moldau.server.request import CloseAfter, RequestContext, Response, Session
@@ -93,16 +94,29 @@ async def handle_sasl_authenticate(broker: Broker, ctx: RequestContext) -> Respo
             # After a login (or off SASL) Kafka's KafkaApis answers so, and goes on.
             return answer(ErrorCode.illegal_sasl_state, message)
         return CloseAfter(answer(ErrorCode.illegal_sasl_state, message), message)
+    relogin, mechanism = session.authenticated, cast(SaslServer, server).mechanism
     try:
         token = await evaluate_token(broker, session, bytes(req.auth_bytes))
     except SaslAuthenticationFailedError as e:
         return CloseAfter(
-            answer(ErrorCode.sasl_authentication_failed, e.message or None),
+            answer(ErrorCode.sasl_authentication_failed, client_message(e, mechanism, relogin)),
             "failed authentication",
         )
     except IllegalSaslStateError as e:
         return CloseAfter(answer(ErrorCode.illegal_sasl_state, e.message or None), e.message)
     return answer(ErrorCode.none, None, token)
+
+
+def client_message(e: SaslAuthenticationFailedError, mechanism: str, relogin: bool) -> str:
+    """What the client is told of a failed login: Kafka's words naming only the
+    mechanism when the reason is not for it to know (the log has the reason)."""
+    if isinstance(e, UndisclosedSaslFailureError):
+        phase = "re-authentication" if relogin else "authentication"
+        return (
+            f"Authentication failed during {phase} due to invalid credentials with SASL "
+            f"mechanism {mechanism}"
+        )
+    return e.message
 
 
 async def evaluate_token(broker: Broker, session: Session, token: bytes) -> bytes:
