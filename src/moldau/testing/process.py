@@ -72,7 +72,6 @@ class BrokerProcess(SaslListener):
         self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._lines: list[str] = []
-        self._ready = threading.Event()
 
     @property
     def bootstrap(self) -> str:
@@ -120,8 +119,12 @@ class BrokerProcess(SaslListener):
             cmd += ["--data-dir", str(self.data_dir)]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
-        self._ready.clear()
-        self._lines = []
+        # Each start has its own event and lines: the reader of a process just
+        # stopped may still be at its end of file, which sets its own event, not
+        # this start's (a shared one let a restart return before the new listened).
+        ready = threading.Event()
+        lines: list[str] = []
+        self._lines = lines
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 (closed by the reader thread)
         if self.isolation is not None:
@@ -129,26 +132,34 @@ class BrokerProcess(SaslListener):
             # was made in); exec keeps the pid.
             cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.isolation.procs), *cmd]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
-        threading.Thread(target=self._read_stdout, args=(self.proc, log_file), daemon=True).start()
-        if not self._ready.wait(timeout) or self.proc.poll() is not None:
+        threading.Thread(
+            target=self._read_stdout, args=(self.proc, log_file, ready, lines), daemon=True
+        ).start()
+        if not ready.wait(timeout) or self.proc.poll() is not None:
             self.kill()
             self.proc.wait(10)
             raise RuntimeError(f"broker did not start; see {self.log_path}")
         return self
 
-    def _read_stdout(self, proc: subprocess.Popen[bytes], log_file: object) -> None:
+    def _read_stdout(
+        self,
+        proc: subprocess.Popen[bytes],
+        log_file: object,
+        ready: threading.Event,
+        lines: list[str],
+    ) -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.decode(errors="replace")
-            self._lines.append(line)
+            lines.append(line)
             listener = _LISTENER.search(line)
             if listener:
                 self.listener_ports[listener.group(1)] = int(listener.group(2))
             m = _LISTENING.search(line)
             if m:
                 self.port = int(m.group(1))
-                self._ready.set()
-        self._ready.set()
+                ready.set()
+        ready.set()
         proc.stdout.close()
         log_file.close()  # type: ignore[attr-defined]
 
