@@ -162,10 +162,13 @@ class RecordWriter:
         except SystemError as e:
             # confluent-kafka calls the delivery callback with a fatal error (a fenced
             # transactional producer) still pending, and Python reports that as a
-            # SystemError: the client's own error is the one to raise.
+            # SystemError, with the client's error as its cause or, depending on
+            # timing, with none: the client's error is the one to raise.
             if isinstance(e.__cause__, KafkaException):
                 raise e.__cause__ from None
-            raise
+            if self._failure is not None:
+                raise KafkaException(self._failure) from None
+            raise KafkaException(KafkaError(KafkaError._FATAL, f"flush failed: {e}")) from None
         if self._failure is not None:
             raise KafkaException(self._failure)
         if left:
