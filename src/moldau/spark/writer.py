@@ -97,19 +97,28 @@ class RecordWriter:
         """`extra_config`: producer settings over the options' (a transactional id)."""
         self._options = options
         self._columns = columns
-        self._failure: KafkaError | None = None
+        # The delivery callback holds the failures list, not the writer: a bound
+        # method would make writer and producer a cycle, and the producer (its
+        # threads and connections) would outlive the task until a garbage collection.
+        failures: list[KafkaError] = []
+        self._failures = failures
+
+        def on_delivery(err: KafkaError | None, _msg: object) -> None:
+            if err is not None and not failures:
+                failures.append(err)
+
         self.producer = Producer(
             {
                 **producer_config(options.client_config),
                 **(extra_config or {}),
-                "on_delivery": self._on_delivery,
+                "on_delivery": on_delivery,
             }
         )
         self.count = 0
 
-    def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
-        if err is not None and self._failure is None:
-            self._failure = err
+    @property
+    def _failure(self) -> KafkaError | None:
+        return self._failures[0] if self._failures else None
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self._failure is not None:
