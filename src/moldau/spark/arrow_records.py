@@ -121,9 +121,11 @@ def decode(
             raise UnsupportedRecords(f"message format v{view[pos + OFFSET_MAGIC]}")
         h = BatchHeader.parse(view, pos)
         at, pos = pos, batch_end
-        if h.last_offset < next_offset:
-            continue  # before the fetch's offset: the broker sends whole batches
-        next_offset = h.last_offset + 1
+        # A batch before the fetch's offset (the broker sends whole batches) gives
+        # no records, but its transaction's state still counts.
+        before = h.last_offset < next_offset
+        if not before:
+            next_offset = h.last_offset + 1
         if aborted is not None and h.producer_id >= 0:
             while pending and pending[0][1] <= h.last_offset:
                 aborting.add(pending.popleft()[0])
@@ -133,7 +135,7 @@ def decode(
                 continue
             if h.is_transactional and h.producer_id in aborting:
                 continue
-        if h.is_control or h.records_count <= 0:
+        if before or h.is_control or h.records_count <= 0:
             continue
         if h.compression == Compression.NONE:
             body_at = at + HEADER_SIZE

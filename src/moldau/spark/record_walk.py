@@ -117,19 +117,15 @@ Gather = Callable[[U8, I64, I64, int], U8]
 
 
 def gather_py(buffer: U8, starts: I64, sizes: I64, total: int) -> U8:
-    """The byte ranges (start, size >= 0) of `buffer`, in order and not overlapping,
-    concatenated; `total` is the sum of the sizes."""
+    """The byte ranges (start, size >= 0) of `buffer` concatenated; `total` is the
+    sum of the sizes."""
     if total == 0:
         return np.empty(0, np.uint8)
-    some = sizes > 0
-    starts, sizes = starts[some], sizes[some]
-    first, last = int(starts[0]), int(starts[-1] + sizes[-1])
-    # Mark where ranges begin (+1) and end (-1); the running sum selects their bytes.
-    marks = np.zeros(last - first + 1, np.int8)
-    marks[starts - first] = 1
-    marks[starts + sizes - first] -= 1
-    selected: U8 = buffer[first:last][np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)]
-    return selected
+    out_at = np.cumsum(sizes) - sizes  # where each range starts in the output
+    # Each output byte's index in `buffer`: its own index, shifted by its range's.
+    index = np.arange(total, dtype=np.int64) + np.repeat(starts - out_at, sizes)
+    gathered: U8 = buffer[index]
+    return gathered
 
 
 def _load_c() -> tuple[Callable[[bytes, int], RecordLayout], Gather] | None:
