@@ -40,6 +40,10 @@ class BrokerError(Exception):
     """A broker that cannot be reached or answers nonsense: look the leader up again."""
 
 
+class PartitionGone(Exception):
+    """The cluster does not have the partition (its topic was deleted)."""
+
+
 class UnsupportedBroker(Exception):
     """A broker that speaks no version of an API this client knows."""
 
@@ -224,25 +228,27 @@ class PartitionClient:
 
     def partition_exists(self) -> bool:
         """Whether the cluster has the partition (its topic not deleted)."""
-        metadata = self._metadata()
+        return self._partition(self._metadata()) is not None
+
+    def _partition(self, metadata: Any) -> Any:
         for t in metadata.topics:
-            if t.name == self.topic:
-                return t.error_code == 0 and any(
-                    p.partition_index == self.partition for p in t.partitions
-                )
-        return False
+            if t.name == self.topic and t.error_code == 0:
+                for p in t.partitions:
+                    if p.partition_index == self.partition:
+                        return p
+        return None
 
     def leader(self) -> Leader | None:
-        """The partition's leader, None if it has none or the cluster lacks it."""
+        """The partition's leader, None if it has none just now; PartitionGone if the
+        cluster does not have it."""
         metadata = self._metadata()
+        p = self._partition(metadata)
+        if p is None:
+            raise PartitionGone(f"{self.topic}-{self.partition} does not exist")
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
-        for t in metadata.topics:
-            if t.name != self.topic or t.error_code != 0:
-                continue
-            for p in t.partitions:
-                if p.partition_index == self.partition and p.leader_id in brokers:
-                    return Leader(brokers[p.leader_id], int(getattr(p, "leader_epoch", -1)))
-        return None
+        if p.leader_id not in brokers:
+            return None
+        return Leader(brokers[p.leader_id], int(getattr(p, "leader_epoch", -1)))
 
     def _leader_connection(self) -> tuple[_Connection, Leader]:
         if self._leader is None:

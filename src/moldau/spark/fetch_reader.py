@@ -24,6 +24,7 @@ from moldau.spark.arrow_records import UnsupportedRecords, decode
 from moldau.spark.fetch_client import (
     BrokerError,
     PartitionClient,
+    PartitionGone,
     UnsupportedBroker,
     parse_bootstrap,
 )
@@ -131,6 +132,9 @@ def read_range_fetching(
                 answer = client.fetch(position, max_bytes)
             except UnsupportedBroker as e:
                 raise NeedsClientPath(position, str(e)) from e
+            except PartitionGone:
+                _report_gone(r, position, fail_on_data_loss)
+                return
             except BrokerError as e:
                 log.warning("reading %s-%s: %s (retrying)", r.topic, r.partition, e)
                 sleep(_BACKOFF_S)
@@ -174,11 +178,7 @@ def read_range_fetching(
                 continue
             if error in _MAYBE_GONE:
                 if _is_gone(client):
-                    report_data_loss(
-                        f"Cannot fetch offset {position} of {r.topic}-{r.partition}: "
-                        "the partition does not exist any more",
-                        fail_on_data_loss,
-                    )
+                    _report_gone(r, position, fail_on_data_loss)
                     return
                 client.forget_leader()
                 sleep(_BACKOFF_S)
@@ -207,6 +207,14 @@ def _name(error: int) -> str:
         return f"error {error}"
 
 
+def _report_gone(r: OffsetRange, position: int, fail_on_data_loss: bool) -> None:
+    report_data_loss(
+        f"Cannot fetch offset {position} of {r.topic}-{r.partition}: "
+        "the partition does not exist any more",
+        fail_on_data_loss,
+    )
+
+
 def _is_gone(client: PartitionClient) -> bool:
     try:
         return not client.partition_exists()
@@ -221,6 +229,8 @@ def _out_of_range(
     to try again (the offsets could not be learnt)."""
     try:
         low, high = client.offsets()
+    except PartitionGone:
+        return None  # the next fetch finds it gone
     except BrokerError as e:
         log.warning("reading %s-%s: %s (retrying)", r.topic, r.partition, e)
         return None
