@@ -25,6 +25,7 @@ from moldau.protocol.records import (
 )
 from moldau.spark import record_walk
 from moldau.spark.arrow_records import UnsupportedRecords, decode
+from moldau.spark.fetch_reader import client_path_reason
 
 WALKS = [False, pytest.param(True, id="compiled")]
 if not record_walk.COMPILED:
@@ -268,3 +269,21 @@ def test_the_two_walks_agree_on_where_fields_lie() -> None:
     a, b = record_walk.walk_py(body, 100), record_walk.walk_c(body, 100)
     for name in a.__slots__:  # type: ignore[attr-defined]
         assert (getattr(a, name) == getattr(b, name)).all(), name
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ({}, None),
+        ({"security.protocol": "PLAINTEXT", "client.id": "x"}, None),
+        ({"security.protocol": "SASL_SSL"}, "security.protocol SASL_SSL"),
+        ({"security.protocol": "ssl"}, "security.protocol SSL"),
+        ({"sasl.mechanism": "PLAIN"}, "the setting sasl.mechanism"),
+        ({"ssl.ca.location": "/ca.pem"}, "the setting ssl.ca.location"),
+        ({"bootstrap.servers": "no-port"}, "bootstrap.servers it cannot parse"),
+    ],
+)
+def test_settings_the_fetching_path_leaves_to_the_client_path(
+    settings: dict[str, str], reason: str | None
+) -> None:
+    assert client_path_reason({"bootstrap.servers": "h:1,[::1]:2", **settings}) == reason
