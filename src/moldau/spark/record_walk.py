@@ -113,6 +113,7 @@ def walk_py(body: bytes, count: int) -> RecordLayout:
 
 
 U8 = npt.NDArray[np.uint8]
+_TOO_MANY_HEADERS = -6  # _record_walk.c's E_TOO_MANY_HEADERS
 Gather = Callable[[U8, I64, I64, int], U8]
 
 
@@ -136,10 +137,13 @@ def _load_c() -> tuple[Callable[[bytes, int], RecordLayout], Gather] | None:
 
     def walk_c(body: bytes, count: int) -> RecordLayout:
         per_record = np.empty((7, count), np.int64)
-        # Each header takes two bytes at least.
-        capacity = max(len(body) // 2, 1)
-        per_header = np.empty((4, capacity), np.int64)
+        # Room for two headers a record; a batch with more is walked again with room
+        # for the most its bytes can hold (each header takes two bytes at least).
+        per_header = np.empty((4, 2 * count), np.int64)
         headers = _record_walk.walk(body, count, per_record, per_header)
+        if headers == _TOO_MANY_HEADERS:
+            per_header = np.empty((4, len(body) // 2 + 1), np.int64)
+            headers = _record_walk.walk(body, count, per_record, per_header)
         if headers < 0:
             raise _corrupt(_record_walk.REASONS.get(headers, "unknown"))
         h = per_header[:, :headers]
