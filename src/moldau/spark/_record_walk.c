@@ -51,6 +51,31 @@ static inline int read_varint(const uint8_t *b, Py_ssize_t n, Py_ssize_t *pos, i
         }                                                  \
     } while (0)
 
+/* A length-prefixed field at *pos (length -1: null) that must end by `end`: its
+ * start and length; *pos moves past it. */
+static inline int read_field(const uint8_t *b, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t end,
+                             int64_t *start, int64_t *length) {
+    if (read_varint(b, n, pos, length) < 0) {
+        return E_VARINT;
+    }
+    *start = *pos;
+    if (*length > 0) {
+        if (*length > end - *pos) {
+            return E_PAST_END;
+        }
+        *pos += (Py_ssize_t)*length;
+    }
+    return 0;
+}
+
+#define FIELD(start, length)                                      \
+    do {                                                          \
+        int e_ = read_field(b, n, &pos, end, &(start), &(length)); \
+        if (e_ < 0) {                                             \
+            return e_;                                            \
+        }                                                         \
+    } while (0)
+
 static Py_ssize_t walk_body(const uint8_t *b, Py_ssize_t n, Py_ssize_t count, int64_t *rec,
                             int64_t *hdr, Py_ssize_t capacity) {
     int64_t *od = rec, *td = rec + count, *ks = rec + 2 * count, *kl = rec + 3 * count;
@@ -59,7 +84,7 @@ static Py_ssize_t walk_body(const uint8_t *b, Py_ssize_t n, Py_ssize_t count, in
     int64_t *hvl = hdr + 3 * capacity;
     Py_ssize_t pos = 0, headers = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t length, size, nh;
+        int64_t length, nh;
         VARINT(length);
         if (length < 0 || length > n - pos) {
             return E_PAST_END;
@@ -68,53 +93,22 @@ static Py_ssize_t walk_body(const uint8_t *b, Py_ssize_t n, Py_ssize_t count, in
         pos += 1; /* the attributes byte */
         VARINT(td[i]);
         VARINT(od[i]);
-        VARINT(size);
-        ks[i] = pos;
-        kl[i] = size;
-        if (size > 0) {
-            if (size > end - pos) {
-                return E_PAST_END;
-            }
-            pos += (Py_ssize_t)size;
-        }
-        VARINT(size);
-        vs[i] = pos;
-        vl[i] = size;
-        if (size > 0) {
-            if (size > end - pos) {
-                return E_PAST_END;
-            }
-            pos += (Py_ssize_t)size;
-        }
+        FIELD(ks[i], kl[i]);
+        FIELD(vs[i], vl[i]);
         VARINT(nh);
         if (nh < 0) {
             return E_HEADER_COUNT;
         }
         hc[i] = nh;
-        for (int64_t h = 0; h < nh; h++) {
+        for (int64_t h = 0; h < nh; h++, headers++) {
             if (headers >= capacity) {
                 return E_TOO_MANY_HEADERS;
             }
-            VARINT(size);
-            if (size < 0) {
+            FIELD(hks[headers], hkl[headers]);
+            if (hkl[headers] < 0) {
                 return E_HEADER_KEY;
             }
-            if (size > end - pos) {
-                return E_PAST_END;
-            }
-            hks[headers] = pos;
-            hkl[headers] = size;
-            pos += (Py_ssize_t)size;
-            VARINT(size);
-            hvs[headers] = pos;
-            hvl[headers] = size;
-            if (size > 0) {
-                if (size > end - pos) {
-                    return E_PAST_END;
-                }
-                pos += (Py_ssize_t)size;
-            }
-            headers++;
+            FIELD(hvs[headers], hvl[headers]);
         }
         if (pos != end) {
             return E_LENGTH;
