@@ -57,6 +57,8 @@ class FetchAnswer:
     #: (producer id, first offset); None when the broker sent none (read_uncommitted).
     aborted: list[tuple[int, int]] | None
     records: bytes
+    #: A quota's delay: the answer is empty because of it, not for want of records.
+    throttle_ms: int = 0
 
 
 def parse_bootstrap(servers: str) -> list[Address]:
@@ -151,6 +153,11 @@ def _skip_tags(frame: bytearray, pos: int) -> int:
         size, pos = uvarint(pos)
         pos += size
     return pos
+
+
+def _ms(value: Any) -> int:
+    """kio gives durations as timedelta."""
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +264,11 @@ class PartitionClient:
                 raise BrokerError(f"{self.topic}-{self.partition} has no leader")
             self._leader = leader
         if self._conn is None:
-            self._conn = self._connect(self._leader.address)
+            try:
+                self._conn = self._connect(self._leader.address)
+            except BrokerError:
+                self._leader = None  # gone, perhaps for good: ask Metadata again
+                raise
         return self._conn, self._leader
 
     def fetch(self, offset: int, max_bytes: int) -> FetchAnswer:
@@ -311,6 +322,7 @@ class PartitionClient:
                         if aborted is None
                         else [(int(a.producer_id), int(a.first_offset)) for a in aborted],
                         bytes(p.records or b""),
+                        _ms(getattr(answer, "throttle_time", 0)),
                     )
         raise BrokerError(f"the Fetch answer has no {self.topic}-{self.partition}")
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from moldau.protocol.errors import ErrorCode
 from moldau.spark.arrow_records import UnsupportedRecords, decode
 from moldau.spark.fetch_client import (
+    Address,
     BrokerError,
     PartitionClient,
     PartitionGone,
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 FETCH_BYTES = 4 * 1024 * 1024
 #: How long to wait before fetching again after an error that a retry may cure.
 _BACKOFF_S = 0.1
+#: The same warning is logged at most this often (s).
+_WARN_EVERY_S = 10.0
 
 #: Errors that say the leader moved, or that this broker cannot serve the fetch
 #: just now: look the leader up again and fetch again.
@@ -83,19 +87,28 @@ def client_path_reason(client_config: Mapping[str, str]) -> str | None:
     return None
 
 
-def fetch_settings(client_config: Mapping[str, str]) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
     """What of the `kafka.*` settings this path honours."""
-    max_bytes = client_config.get("max.partition.fetch.bytes") or client_config.get(
-        "fetch.message.max.bytes"
-    )
-    timeout_ms = client_config.get("request.timeout.ms") or client_config.get("socket.timeout.ms")
-    return {
-        "bootstrap": parse_bootstrap(client_config["bootstrap.servers"]),
-        "read_committed": client_config.get("isolation.level", "").lower() == "read_committed",
-        "client_id": client_config.get("client.id", "moldau-spark"),
-        "timeout_s": int(timeout_ms) / 1000 if timeout_ms else 30.0,
-        "max_bytes": int(max_bytes) if max_bytes else FETCH_BYTES,
-    }
+
+    bootstrap: list[Address]
+    read_committed: bool
+    client_id: str
+    timeout_s: float
+    max_bytes: int
+
+    @classmethod
+    def of(cls, client_config: Mapping[str, str]) -> FetchSettings:
+        c = client_config
+        max_bytes = c.get("max.partition.fetch.bytes") or c.get("fetch.message.max.bytes")
+        timeout_ms = c.get("request.timeout.ms") or c.get("socket.timeout.ms")
+        return cls(
+            parse_bootstrap(c["bootstrap.servers"]),
+            c.get("isolation.level", "").lower() == "read_committed",
+            c.get("client.id", "moldau-spark"),
+            int(timeout_ms) / 1000 if timeout_ms else 30.0,
+            int(max_bytes) if max_bytes else FETCH_BYTES,
+        )
 
 
 def read_range_fetching(
@@ -107,18 +120,28 @@ def read_range_fetching(
     poll_timeout_ms: int,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    new_client: Callable[..., PartitionClient] = PartitionClient,
 ) -> Iterator[pa.RecordBatch]:
-    settings = fetch_settings(client_config)
-    read_committed = bool(settings["read_committed"])
-    client = PartitionClient(
-        settings["bootstrap"],  # type: ignore[arg-type]
+    settings = FetchSettings.of(client_config)
+    read_committed = settings.read_committed
+    client = new_client(
+        settings.bootstrap,
         r.topic,
         r.partition,
         read_committed=read_committed,
-        client_id=str(settings["client_id"]),
-        timeout_s=float(settings["timeout_s"]),  # type: ignore[arg-type]
+        client_id=settings.client_id,
+        timeout_s=settings.timeout_s,
     )
-    max_bytes = int(settings["max_bytes"])  # type: ignore[call-overload]
+    max_bytes = settings.max_bytes
+    warned: dict[str, float] = {}
+
+    def warn(what: str) -> None:
+        # A leader's failover takes seconds of retries: say each thing once in a while.
+        now = clock()
+        if now - warned.get(what, -_WARN_EVERY_S) >= _WARN_EVERY_S:
+            warned[what] = now
+            log.warning("reading %s-%s: %s", r.topic, r.partition, what)
+
     try:
         position = r.start
         deadline = clock() + poll_timeout_ms / 1000
@@ -136,7 +159,7 @@ def read_range_fetching(
                 _report_gone(r, position, fail_on_data_loss)
                 return
             except BrokerError as e:
-                log.warning("reading %s-%s: %s (retrying)", r.topic, r.partition, e)
+                warn(f"{e} (retrying)")
                 sleep(_BACKOFF_S)
                 continue
             error = answer.error
@@ -160,12 +183,16 @@ def read_range_fetching(
                     deadline = clock() + poll_timeout_ms / 1000
                 elif decoded.stalled:
                     max_bytes *= 2
+                elif answer.throttle_ms > 0:
+                    sleep(answer.throttle_ms / 1000)  # a quota's empty answer says nothing
                 else:
-                    # Nothing past `position`: at the log's end (or the last stable
-                    # offset). Records compaction removed may end the range here.
+                    # Nothing from `position` to the log's end (the last stable offset
+                    # for read_committed), or the broker would have sent it: records
+                    # compaction removed. Records still to come are waited for.
                     log_end = answer.last_stable_offset if read_committed else answer.high_watermark
-                    if log_end >= r.end and position >= log_end:
-                        return
+                    if log_end > position:
+                        position = log_end
+                        deadline = clock() + poll_timeout_ms / 1000
                 continue
             if error == ErrorCode.offset_out_of_range:
                 resume = _out_of_range(client, r, position, fail_on_data_loss)
@@ -184,12 +211,7 @@ def read_range_fetching(
                 sleep(_BACKOFF_S)
                 continue
             if error in _RETRY_ELSEWHERE:
-                log.warning(
-                    "reading %s-%s: %s (looking the leader up again)",
-                    r.topic,
-                    r.partition,
-                    ErrorCode(error).name,
-                )
+                warn(f"{_name(error)} (looking the leader up again)")
                 client.forget_leader()
                 sleep(_BACKOFF_S)
                 continue
