@@ -1,11 +1,17 @@
 """The Spark data source's speed, side by side in one run.
 
-One Moldau broker (fresh, on 127.0.0.1) holds N records of 100 bytes in 4
-partitions. Each round measures, in rows/s:
+One Moldau broker (fresh, on 127.0.0.1) holds, for each shape, N records of S
+bytes in 4 partitions (5,000,000 x 100 B and 1,000,000 x 1 KiB by default). Each
+round measures, in rows/s:
 
 - plain loop: one confluent-kafka consumer reading every record of the topic and
   touching each one's key, value and offset (what a user writes without Spark);
-- moldau batch read: `spark.read.format("moldau")` into Spark's `noop` sink;
+- moldau batch read: `spark.read.format("moldau")` into Spark's `noop` sink, on
+  the fetching path (the default: tasks fetch record batches and decode them into
+  Arrow in bulk) and on the client path (`fetchPath=client`, confluent-kafka);
+
+and for the first shape only, unless --reads-only:
+
 - data source ceiling: a Python data source that makes the same rows from memory
   as Arrow batches, into `noop` (what the Python Data Source API itself allows);
 - batch write: `spark.range(N)` as 100-byte values written with `format("moldau")`;
@@ -14,17 +20,24 @@ partitions. Each round measures, in rows/s:
 - stream write: Spark's rate-micro-batch source written with
   `writeStream.format("moldau")`, five batches of N/5 rows.
 
-    .venv/bin/python bench/spark.py                   # 5,000,000 records, 2 rounds
-    .venv/bin/python bench/spark.py --records 500000  # a short run
+    .venv/bin/python bench/spark.py                   # both shapes, 2 rounds
+    .venv/bin/python bench/spark.py --shapes 500000x100 --reads-only  # a short run
+    .venv/bin/python bench/spark.py --profile         # also profile one task's read
     .venv/bin/python bench/spark.py --record          # also append to bench/RESULTS.md
+
+--profile reads one partition in this process on each path under cProfile (what
+a Spark task's Python worker does, without Spark) and prints where the time goes.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
+import io
 import os
 import platform
+import pstats
 import shutil
 import sys
 import tempfile
@@ -40,6 +53,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from moldau.testing.process import BrokerProcess
 
 PARTITIONS = 4
+KEY_SIZE = 10  # b"k%09d"
 VALUE = b"x" * 90  # + a 10-byte key: 100 bytes a record
 
 
@@ -48,7 +62,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
 
 
-def fill(bootstrap: str, topic: str, n: int) -> None:
+def fill(bootstrap: str, topic: str, n: int, value: bytes = VALUE) -> None:
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -60,7 +74,7 @@ def fill(bootstrap: str, topic: str, n: int) -> None:
     for i in range(n):
         while True:
             try:
-                p.produce(topic, VALUE, b"k%09d" % i, partition=i % PARTITIONS)
+                p.produce(topic, value, b"k%09d" % i, partition=i % PARTITIONS)
                 break
             except BufferError:
                 p.poll(0.05)
@@ -163,14 +177,42 @@ def timed(n: int, run: Any, *args: Any) -> float:
     return n / (time.perf_counter() - start)
 
 
-def moldau_read(spark: Any, bootstrap: str, topic: str) -> None:
+def moldau_read(spark: Any, bootstrap: str, topic: str, path: str = "fetch") -> None:
     df = (
         spark.read.format("moldau")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
+        .option("fetchPath", path)
         .load()
     )
     df.write.format("noop").mode("overwrite").save()
+
+
+def profile_task(bootstrap: str, topic: str, end: int, path: str, top: int = 8) -> str:
+    """cProfile's summary of one task reading partition 0 [0, end) on `path`."""
+    from moldau.spark.offsets import OffsetRange
+    from moldau.spark.read_path import read_range
+
+    def run() -> None:
+        batches = read_range(
+            {"bootstrap.servers": bootstrap},
+            OffsetRange(topic, 0, 0, end),
+            fetch_path=path,
+            include_headers=False,
+            fail_on_data_loss=True,
+            poll_timeout_ms=60_000,
+        )
+        assert sum(b.num_rows for b in batches) == end
+
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(run)
+    took = time.perf_counter() - start
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
+    body = lines[lines.index(next(ln for ln in lines if "ncalls" in ln)) :]
+    return f"{path} path, {end:,} rows in {took:.2f} s under cProfile:\n" + "\n".join(body)
 
 
 def ceiling_read(spark: Any) -> None:
@@ -246,52 +288,16 @@ def stream_write(spark: Any, bootstrap: str, sink: str, checkpoint: str, rows: i
     return written / seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=5_000_000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
-    args = parser.parse_args()
-    n = args.records - args.records % PARTITIONS
+def shapes_of(text: str) -> list[tuple[int, int]]:
+    """ "5000000x100,1000000x1024": (records, bytes a record) pairs."""
+    out = []
+    for item in text.split(","):
+        n, size = item.lower().split("x")
+        out.append((int(n) - int(n) % PARTITIONS, int(size)))
+    return out
 
-    work = Path(tempfile.mkdtemp(prefix="moldau-bench-spark-"))
-    broker = BrokerProcess(work / "data").start()
-    results: dict[str, list[float]] = {}
-    try:
-        bootstrap = broker.bootstrap
-        create_topic(bootstrap, "records", PARTITIONS)
-        t = time.perf_counter()
-        fill(bootstrap, "records", n)
-        print(f"filled {n:,} records in {time.perf_counter() - t:.1f} s", flush=True)
-        spark = spark_session()
-        register_ceiling(spark, n)
-        moldau_read(spark, bootstrap, "records")  # warm up: JVM, Python workers
-        for r in range(args.rounds):
-            sink, copy = f"written-{r}", f"copied-{r}"
-            create_topic(bootstrap, sink, PARTITIONS)
-            create_topic(bootstrap, copy, PARTITIONS)
-            create_topic(bootstrap, f"streamed-{r}", PARTITIONS)
-            checkpoint = str(work / f"checkpoint-{r}")
-            rates = {
-                "plain confluent-kafka loop": plain_loop(bootstrap, "records", n),
-                "moldau batch read -> noop": timed(n, moldau_read, spark, bootstrap, "records"),
-                "data source ceiling -> noop": timed(n, ceiling_read, spark),
-                "batch write (spark.range)": timed(n, batch_write, spark, bootstrap, sink, n),
-                "stream copy (read + write)": timed(
-                    n, stream_copy, spark, bootstrap, "records", copy, checkpoint
-                ),
-                "stream write (rate-micro-batch)": stream_write(
-                    spark, bootstrap, f"streamed-{r}", f"{checkpoint}-rate", n
-                ),
-            }
-            for name, rate in rates.items():
-                results.setdefault(name, []).append(rate)
-                print(f"round {r + 1}: {name:30s} {rate:12,.0f} rows/s", flush=True)
-        spark.stop()
-    finally:
-        broker.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
+def table(title: str, results: dict[str, list[float]], rounds: int) -> str:
     plain = results["plain confluent-kafka loop"]
     lines = [
         f"| {name} | " + " | ".join(f"{x:,.0f}" for x in rates) + " | "
@@ -299,25 +305,111 @@ def main() -> None:
         for name, rates in results.items()
     ]  # fmt: skip
     header = (
-        "| rows/s, 100 B records | "
-        + " | ".join(f"round {i + 1}" for i in range(args.rounds))
+        f"| rows/s, {title} | "
+        + " | ".join(f"round {i + 1}" for i in range(rounds))
         + " | "
-        + " | ".join(f"vs plain loop, round {i + 1}" for i in range(args.rounds))
+        + " | ".join(f"vs plain loop, round {i + 1}" for i in range(rounds))
         + " |\n|---|"
-        + "---|" * (2 * args.rounds)
+        + "---|" * (2 * rounds)
     )
-    table = "\n".join([header, *lines])
-    print(table)
+    return "\n".join([header, *lines])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="5000000x100,1000000x1024")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--reads-only", action="store_true", help="skip writes and streams")
+    parser.add_argument("--profile", action="store_true", help="profile one task's read")
+    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    args = parser.parse_args()
+    shapes = shapes_of(args.shapes)
+
+    work = Path(tempfile.mkdtemp(prefix="moldau-bench-spark-"))
+    broker = BrokerProcess(work / "data").start()
+    tables: list[str] = []
+    profiles: list[str] = []
+    loads: list[str] = []
+    try:
+        bootstrap = broker.bootstrap
+        spark = spark_session()
+        for number, (n, size) in enumerate(shapes):
+            topic = f"records-{size}"
+            create_topic(bootstrap, topic, PARTITIONS)
+            t = time.perf_counter()
+            fill(bootstrap, topic, n, b"x" * (size - KEY_SIZE))
+            took = time.perf_counter() - t
+            print(f"filled {n:,} records of {size} B in {took:.1f} s", flush=True)
+            if number == 0:
+                register_ceiling(spark, n)
+            moldau_read(spark, bootstrap, topic)  # warm up: JVM, Python workers, page cache
+            results: dict[str, list[float]] = {}
+            extras = number == 0 and not args.reads_only
+            for r in range(args.rounds):
+                rates = {
+                    "plain confluent-kafka loop": plain_loop(bootstrap, topic, n),
+                    "moldau batch read -> noop, fetching path": timed(
+                        n, moldau_read, spark, bootstrap, topic, "fetch"
+                    ),
+                    "moldau batch read -> noop, client path": timed(
+                        n, moldau_read, spark, bootstrap, topic, "client"
+                    ),
+                }
+                if extras:
+                    rates.update(other_measures(spark, bootstrap, topic, n, r, work))
+                for name, rate in rates.items():
+                    results.setdefault(name, []).append(rate)
+                    print(f"{size} B round {r + 1}: {name:42s} {rate:12,.0f} rows/s", flush=True)
+                loads.append(load())
+            tables.append(table(f"{n:,} x {size} B records", results, args.rounds))
+            if args.profile:
+                for path in ("fetch", "client"):
+                    profiles.append(profile_task(bootstrap, topic, n // PARTITIONS, path))
+                    print(profiles[-1], flush=True)
+        spark.stop()
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    text = "\n\n".join(tables)
+    print(text)
     if args.record:
         machine = (
             f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         )
+        profile = "".join(f"\n```\n{p}\n```\n" for p in profiles)
         with open(Path(__file__).parent / "RESULTS.md", "a") as f:
             f.write(
                 f"\n## Spark data source, {datetime.date.today()} ({machine})\n\n"
-                f"`bench/spark.py --records {n}`: local[2], one broker, 4 partitions.\n\n"
-                f"{table}\n"
+                f"`bench/spark.py --shapes {args.shapes}`: local[2], one broker, 4 partitions. "
+                f"Load average after each round: {'; '.join(loads)}.\n\n"
+                f"{text}\n{profile}"
             )
+
+
+def load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def other_measures(
+    spark: Any, bootstrap: str, topic: str, n: int, r: int, work: Path
+) -> dict[str, float]:
+    """The data source's other speeds, as before the fetching path (100 B records)."""
+    sink, copy = f"written-{r}", f"copied-{r}"
+    create_topic(bootstrap, sink, PARTITIONS)
+    create_topic(bootstrap, copy, PARTITIONS)
+    create_topic(bootstrap, f"streamed-{r}", PARTITIONS)
+    checkpoint = str(work / f"checkpoint-{r}")
+    return {
+        "data source ceiling -> noop": timed(n, ceiling_read, spark),
+        "batch write (spark.range)": timed(n, batch_write, spark, bootstrap, sink, n),
+        "stream copy (read + write)": timed(
+            n, stream_copy, spark, bootstrap, topic, copy, checkpoint
+        ),
+        "stream write (rate-micro-batch)": stream_write(
+            spark, bootstrap, f"streamed-{r}", f"{checkpoint}-rate", n
+        ),
+    }
 
 
 if __name__ == "__main__":

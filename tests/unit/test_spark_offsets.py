@@ -61,6 +61,10 @@ def test_defaults_are_sparks() -> None:
     assert batch.fail_on_data_loss and not batch.include_headers
     stream = parse_read_options({**B, "subscribe": "a"}, streaming=True)
     assert stream.starting.kind == "latest"
+    # Moldau's own: tasks fetch record batches themselves unless told otherwise.
+    assert batch.fetch_path == stream.fetch_path == "fetch"
+    client = parse_read_options({**B, "subscribe": "a", "fetchPath": "Client"}, streaming=False)
+    assert client.fetch_path == "client"
 
 
 @pytest.mark.parametrize(
@@ -74,6 +78,7 @@ def test_defaults_are_sparks() -> None:
         ({"subscribe": "a", "startingTimestamp": "soon"}, True, "startingTimestamp"),
         ({"subscribe": "a", "fetchOffset.numRetries": "-1"}, True, "fetchOffset.numRetries"),
         ({"subscribe": " , "}, True, "subscribe"),
+        ({"subscribe": "a", "fetchPath": "consumer"}, False, "fetchPath"),
     ],
 )
 def test_bad_read_options_name_the_option(

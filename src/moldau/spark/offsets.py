@@ -47,6 +47,23 @@ def report_data_loss(message: str, fail_on_data_loss: bool) -> None:
     )
 
 
+def report_out_of_range(
+    topic: str, partition: int, position: int, end: int, low: int, high: int, fail: bool
+) -> int:
+    """Offset `position` of a range ending at `end` is outside the log's [low, high):
+    report the data lost; the offset to go on from (`end`: nothing left to read)."""
+    if position < low:
+        lost, resume = f"offsets {position} to {min(low, end) - 1} are gone", low
+    else:
+        lost, resume = f"the log ends at {high}, before {end}", end
+    held = f"offsets {low} to {high - 1}" if high > low else f"no records (next: {high})"
+    report_data_loss(
+        f"Cannot fetch offset {position} of {topic}-{partition}: the log now holds {held}; {lost}",
+        fail,
+    )
+    return resume
+
+
 def report_checkpoint_of_other_topics(
     topics: list[str], subscription: str, fail_on_data_loss: bool
 ) -> None:

@@ -86,6 +86,9 @@ class ReadOptions:
     fetch_offset_retry_interval_ms: int = 1000
     #: Moldau's own: a consumer group the streaming query commits its progress to.
     commit_to_group: str | None = None
+    #: Moldau's own: "fetch" (tasks fetch record batches themselves, the default) or
+    #: "client" (through confluent-kafka); see moldau.spark.read_path.
+    fetch_path: Literal["fetch", "client"] = "fetch"
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ _READ_OPTIONS = {
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
     "committogroup",
+    "fetchpath",
 }
 _WRITE_OPTIONS = {"topic", "exactlyonce", "exactlyonce.markertopic"}
 #: Options Spark itself adds or reads, which reach every data source.
@@ -398,6 +402,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         raise InvalidOptionError("Option 'commitToGroup' is only valid for streaming queries")
     if commit_to_group is not None and not commit_to_group.strip():
         raise InvalidOptionError("Option 'commitToGroup' must name a consumer group")
+    fetch_path = opts.get("fetchpath", "fetch").strip().lower()
+    if fetch_path not in ("fetch", "client"):
+        raise InvalidOptionError(
+            f"Option 'fetchPath' must be fetch or client, not {opts['fetchpath']!r}"
+        )
     return ReadOptions(
         client_config=client_config,
         subscription=subscription,
@@ -417,6 +426,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 1000
         ),
         commit_to_group=commit_to_group,
+        fetch_path=fetch_path,  # type: ignore[arg-type]
     )
 
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from moldau.spark.offsets import OffsetRange, report_data_loss
+from moldau.spark.offsets import OffsetRange, report_data_loss, report_out_of_range
 from moldau.spark.schema import arrow_schema
 
 log = logging.getLogger(__name__)
@@ -151,17 +151,9 @@ def _on_error(
         low, high = consumer.get_watermark_offsets(
             TopicPartition(r.topic, r.partition), timeout=30, cached=False
         )
-        if position < low:
-            lost, resume = f"offsets {position} to {min(low, r.end) - 1} are gone", low
-        else:
-            lost, resume = f"the log ends at {high}, before {r.end}", r.end
-        held = f"offsets {low} to {high - 1}" if high > low else f"no records (next: {high})"
-        report_data_loss(
-            f"Cannot fetch offset {position} of {r.topic}-{r.partition}: the log now holds "
-            f"{held}; {lost}",
-            fail_on_data_loss,
+        return report_out_of_range(
+            r.topic, r.partition, position, r.end, low, high, fail_on_data_loss
         )
-        return resume
     if err.code() in _GONE and _is_gone(consumer, r):
         report_data_loss(
             f"Cannot fetch offset {position} of {r.topic}-{r.partition}: {err.str()}",

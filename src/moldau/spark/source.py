@@ -47,7 +47,7 @@ from moldau.spark.options import (
     parse_write_options,
 )
 from moldau.spark.progress import commit_progress
-from moldau.spark.reader import read_range
+from moldau.spark.read_path import read_range
 from moldau.spark.schema import source_schema
 from moldau.spark.writer import WriteColumns, check_write_schema, write_batches
 
@@ -66,8 +66,9 @@ class OffsetRangePartition(InputPartition):
 class MoldauDataSource(DataSource):
     """`spark.read.format("moldau")`, `readStream`, `write`, `writeStream`.
 
-    It talks to brokers through confluent-kafka, so it reads and writes Apache
-    Kafka as well as Moldau."""
+    Its tasks read by fetching record batches themselves (or through
+    confluent-kafka: moldau.spark.read_path) and write through confluent-kafka; it
+    reads and writes Apache Kafka as well as Moldau."""
 
     @classmethod
     def name(cls) -> str:
@@ -123,6 +124,7 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
     return read_range(
         options.client_config,
         partition.range,
+        fetch_path=options.fetch_path,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
