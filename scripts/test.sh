@@ -18,6 +18,12 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 # KafkaJS (tests/js) runs on Node.js; npm installs the version its lock file pins.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# A C compiler and Python's headers build the Spark source's record walk
+# (moldau.spark.record_walk), so the tests cover it beside its Python fallback.
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+"${PYTHON:-python3}" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -28,6 +34,7 @@ fi
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark]'
+.venv/bin/python -c 'from moldau.spark import record_walk as w; assert w.COMPILED, "the C record walk did not build"'
 # kio 0.5.0 (Kafka 3.x's schemas, with the versions Kafka 4.0 dropped) apart from the
 # kio the broker uses: tests/unit/test_legacy_schemas.py checks our bytes against it.
 [ -d .venv/kio-0.5.0/kio ] || .venv/bin/pip install -q --disable-pip-version-check \
