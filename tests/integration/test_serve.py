@@ -193,3 +193,55 @@ def test_event_loop_uvloop_serves_produce_and_fetches_of_every_size(tmp_path: Pa
         consumer.close()
     assert got == values
     assert "event loop: uvloop" in b.log_path.read_text()
+
+
+def test_brokers_2_with_two_listeners_serve_a_client_on_broker_2s_second_listener(
+    tmp_path: Path,
+) -> None:
+    """`--brokers 2` with PLAINTEXT and SSL listeners: broker 2 takes each fixed port
+    + 1, and a TLS client bootstrapping from broker 2's SSL port is served, told of
+    both brokers at their SSL addresses."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from moldau.testing.certs import Certificates
+
+    certs = Certificates.create(tmp_path / "certs")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        ssl_port = s.getsockname()[1]
+    overrides = certs.broker_properties() | {
+        "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "serve", "--brokers", "2", "--data-dir",
+         str(tmp_path / "data"), "--log-level", "WARNING",
+         *(f"--override={k}={v}" for k, v in overrides.items())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(6)]
+        assert f"Moldau broker 2 listener SSL (SSL) on 127.0.0.1:{ssl_port + 1}" in "".join(lines)
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{ssl_port + 1}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(certs.ca),
+        }
+        admin = AdminClient(conf)
+        md = admin.list_topics(timeout=10)
+        assert sorted((b.id, b.port) for b in md.brokers.values()) == [
+            (1, ssl_port),
+            (2, ssl_port + 1),
+        ]
+        admin.create_topics([NewTopic("t", 1, 2)])["t"].result(timeout=30)
+        producer = Producer(conf | {"acks": "all"})
+        producer.produce("t", b"over TLS to broker 2")
+        assert producer.flush(30) == 0
+    finally:
+        proc.kill()
+        proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
