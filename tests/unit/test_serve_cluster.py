@@ -84,5 +84,5 @@ def test_the_same_ports_on_two_addresses_do_not_clash(tmp_path: Path) -> None:
 
 
 def test_a_range_past_65535_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(CliError, match="listener SSL: ports 65534..65536 are not all valid"):
+    with pytest.raises(CliError, match=r"listener SSL: ports 65534\.\.65536 are not all valid"):
         cluster_properties(props(tmp_path, listeners="PLAINTEXT://:9092,SSL://:65534"), 3)
