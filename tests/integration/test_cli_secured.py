@@ -244,3 +244,47 @@ def test_a_raw_request_with_a_refused_login_is_a_cli_error(secured: Secured) -> 
         calls.call(address, ApiKey.LIST_TRANSACTIONS, 1, fields)
     assert "refused the SASL login" in str(e.value)
     assert "Invalid client credentials" in str(e.value)
+
+
+def test_every_client_command_works_over_sasl_ssl_with_its_settings_file(
+    secured: Secured,
+) -> None:
+    """Each `moldau` client command (pipeline: tests/spark/test_pipeline.py) against
+    the SASL_SSL listener only, as a SCRAM-SHA-512 super user, its settings given by
+    the flag Kafka's tool of the same job takes."""
+    conf = str(
+        secured.config_file(
+            "admin",
+            **{
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": ADMIN_USER,
+                "sasl.password": ADMIN_PASSWORD,
+            },
+        )
+    )
+    topic, group = _name("all"), _name("group")
+    at = ["--bootstrap-server", secured.sasl_ssl]
+    cc = ["--command-config", conf]
+    ok("topics", *at, *cc, "--create", "--topic", topic, "--partitions", "1",
+       "--replication-factor", "1")  # fmt: skip
+    assert topic in ok("topics", *at, *cc, "--list").split()
+    produced = subprocess.run(
+        [sys.executable, "-m", "moldau", "produce", *at, "--topic", topic,
+         "--producer.config", conf],
+        input="one\ntwo\n", capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    consumed = ok("consume", *at, "--topic", topic, "--from-beginning", "--max-messages", "2",
+                  "--group", group, "--consumer.config", conf)  # fmt: skip
+    assert consumed.split() == ["one", "two"]
+    assert group in ok("groups", *at, *cc, "--list").split()
+    assert topic in ok("groups", *at, *cc, "--describe", "--group", group)
+    assert "SCRAM-SHA-256" in ok(
+        "configs", *at, *cc, "--describe", "--entity-type", "users", "--entity-name", TOOLS_USER
+    )
+    assert f"User:{TOOLS_USER}" in ok("acls", *at, *cc, "--list")
+    elected = ok("leader-election", *at, "--admin.config", conf, "--election-type",
+                 "PREFERRED", "--topic", topic, "--partition", "0")  # fmt: skip
+    assert f"Valid replica already elected for partitions {topic}-0" in elected
+    ok("reassign-partitions", *at, *cc, "--list")
+    ok("transactions", *at, *cc, "list")
