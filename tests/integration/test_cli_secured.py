@@ -15,26 +15,18 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
-    ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
-from moldau.testing.certs import Certificates
-from moldau.testing.process import BrokerProcess
+from tests.integration.secured import SecuredBroker, allow, secured_broker
 
 pytestmark = pytest.mark.integration
 
@@ -43,75 +35,37 @@ ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
 PREFIX = "sec-"
 
 
-@dataclass(frozen=True)
-class Secured:
-    broker: BrokerProcess
-    certs: Certificates
-    sasl_ssl: str  # the SASL_SSL listener's address
-    directory: Path
-
-    def config_file(self, name: str, **settings: str) -> Path:
-        """A client properties file for the SASL_SSL listener (librdkafka names)."""
-        base = {
-            "security.protocol": "SASL_SSL",
-            "ssl.ca.location": str(self.certs.ca),
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": TOOLS_USER,
-            "sasl.password": TOOLS_PASSWORD,
-        }
-        path = self.directory / f"{name}.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in (base | settings).items()))
-        return path
-
-
-def _allow(principal: str, rt: ResourceType, name: str, op: AclOperation) -> AclBinding:
-    pattern = (
-        ResourcePatternType.LITERAL if rt == ResourceType.BROKER else ResourcePatternType.PREFIXED
-    )
-    return AclBinding(rt, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+def config_file(secured: SecuredBroker, path: Path, user: str = TOOLS_USER, **settings: str) -> str:
+    """A client properties file for `user` on the SASL_SSL listener (librdkafka names)."""
+    conf = secured.client_settings(user, **settings)
+    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    return str(path)
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    directory = tmp_path_factory.mktemp("secured")
-    certs = Certificates.create(directory / "certs")
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
-        "allow.everyone.if.no.acl.found": "false",
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    tools = f"User:{TOOLS_USER}"
+    cluster = ResourceType.BROKER, "kafka-cluster"
+    # What kafka-transactions.sh and kafka-reassign-partitions.sh need, no more.
+    grants = [
+        allow(tools, *cluster, AclOperation.DESCRIBE),
+        allow(tools, *cluster, AclOperation.ALTER),
+        # --verify lifts the reassignment's throttles.
+        allow(tools, *cluster, AclOperation.ALTER_CONFIGS),
+        # WriteTxnMarkers (abort) is a broker's request: CLUSTER_ACTION, as in Kafka.
+        allow(tools, *cluster, AclOperation.CLUSTER_ACTION),
+        allow(tools, ResourceType.TOPIC, PREFIX, AclOperation.READ),
+        allow(tools, ResourceType.TOPIC, PREFIX, AclOperation.ALTER_CONFIGS),
+        allow(tools, ResourceType.TRANSACTIONAL_ID, PREFIX, AclOperation.DESCRIBE),
+    ]
+    users = {
+        TOOLS_USER: ("SCRAM-SHA-256", TOOLS_PASSWORD),
+        ADMIN_USER: ("SCRAM-SHA-512", ADMIN_PASSWORD),
     }
-    with BrokerProcess(directory / "data", overrides, tls=certs) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-        upserts = [
-            UserScramCredentialUpsertion(
-                TOOLS_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                TOOLS_PASSWORD.encode(),
-            ),
-            UserScramCredentialUpsertion(
-                ADMIN_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                ADMIN_PASSWORD.encode(),
-            ),
-        ]  # fmt: skip
-        for f in admin.alter_user_scram_credentials(upserts).values():
-            f.result(10)
-        # What kafka-transactions.sh and kafka-reassign-partitions.sh need, no more.
-        tools = f"User:{TOOLS_USER}"
-        grants = [
-            _allow(tools, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
-            _allow(tools, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
-            # --verify lifts the reassignment's throttles.
-            _allow(tools, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
-            # WriteTxnMarkers (abort) is a broker's request: CLUSTER_ACTION, as in Kafka.
-            _allow(tools, ResourceType.BROKER, "kafka-cluster", AclOperation.CLUSTER_ACTION),
-            _allow(tools, ResourceType.TOPIC, PREFIX, AclOperation.READ),
-            _allow(tools, ResourceType.TOPIC, PREFIX, AclOperation.ALTER_CONFIGS),
-            _allow(tools, ResourceType.TRANSACTIONAL_ID, PREFIX, AclOperation.DESCRIBE),
-        ]
-        for f in admin.create_acls(grants).values():
-            f.result(10)
-        yield Secured(b, certs, f"127.0.0.1:{b.listener_ports['SASL_SSL']}", directory)
+    with secured_broker(
+        tmp_path_factory.mktemp("secured"), users, super_users=[ADMIN_USER], grants=grants
+    ) as b:
+        yield b
 
 
 def _name(prefix: str) -> str:
@@ -147,7 +101,7 @@ def start_offsets(table: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def open_transaction(secured: Secured) -> Iterator[tuple[str, str]]:
+def open_transaction(secured: SecuredBroker) -> Iterator[tuple[str, str]]:
     """(topic, transactional id) of a transaction left open after 3 records at 0-2."""
     topic, tid = _name("txn"), _name("tx")
     admin = AdminClient({"bootstrap.servers": secured.broker.bootstrap})
@@ -163,10 +117,10 @@ def open_transaction(secured: Secured) -> Iterator[tuple[str, str]]:
 
 
 def test_transactions_over_sasl_ssl_as_a_scram_user_with_its_acls(
-    secured: Secured, open_transaction: tuple[str, str]
+    secured: SecuredBroker, open_transaction: tuple[str, str], tmp_path: Path
 ) -> None:
     topic, tid = open_transaction
-    conf = str(secured.config_file("tools"))
+    conf = config_file(secured, tmp_path / "tools.properties")
     txn = ["transactions", "--bootstrap-server", secured.sasl_ssl, "--command-config", conf]
     assert tid in ok(*txn, "list")
     described = ok(*txn, "describe", "--transactional-id", tid)
@@ -180,7 +134,7 @@ def test_transactions_over_sasl_ssl_as_a_scram_user_with_its_acls(
 
 
 def test_reassign_partitions_over_sasl_ssl_as_a_scram_user_with_its_acls(
-    secured: Secured, tmp_path: Path
+    secured: SecuredBroker, tmp_path: Path
 ) -> None:
     topic = _name("move")
     admin = AdminClient({"bootstrap.servers": secured.broker.bootstrap})
@@ -191,7 +145,7 @@ def test_reassign_partitions_over_sasl_ssl_as_a_scram_user_with_its_acls(
             {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1]}]}
         )
     )
-    conf = str(secured.config_file("tools"))
+    conf = config_file(secured, tmp_path / "tools.properties")
     tool = ["reassign-partitions", "--bootstrap-server", secured.sasl_ssl, "--command-config", conf]
     assert "Successfully started" in ok(*tool, "--execute", "--reassignment-json-file", str(plan))
     assert "is completed" in ok(*tool, "--verify", "--reassignment-json-file", str(plan))
@@ -205,13 +159,13 @@ def test_reassign_partitions_over_sasl_ssl_as_a_scram_user_with_its_acls(
     ],
 )
 def test_a_wrong_password_is_one_line_and_a_non_zero_exit(
-    secured: Secured, tmp_path: Path, tool: list[str]
+    secured: SecuredBroker, tmp_path: Path, tool: list[str]
 ) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(
         '{"version": 1, "partitions": [{"topic": "x", "partition": 0, "replicas": [1]}]}'
     )
-    conf = str(secured.config_file("wrong", **{"sasl.password": "not-it"}))
+    conf = config_file(secured, tmp_path / "wrong.properties", **{"sasl.password": "not-it"})
     argv = [a.replace("PLAN", str(plan)) for a in tool]
     line = one_line_failure(
         moldau(
@@ -222,22 +176,17 @@ def test_a_wrong_password_is_one_line_and_a_non_zero_exit(
     assert "authentication failed" in line.lower(), line
 
 
-def test_a_raw_request_with_a_refused_login_is_a_cli_error(secured: Secured) -> None:
+def test_a_raw_request_with_a_refused_login_is_a_cli_error(secured: SecuredBroker) -> None:
     """The raw requests' own login: a wrong password is refused by the broker, and the
     tool stops with the broker's reason instead of retrying."""
     from moldau.cli.admin_call import AdminCalls
     from moldau.cli.errors import CliError
     from moldau.protocol.apis import ApiKey
 
-    settings = {
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": str(secured.certs.ca),
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": TOOLS_USER,
-    }
+    settings = secured.client_settings(TOOLS_USER)
     address = ("127.0.0.1", secured.broker.listener_ports["SASL_SSL"])
     fields = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
-    with AdminCalls("test", 10, settings | {"sasl.password": TOOLS_PASSWORD}) as calls:
+    with AdminCalls("test", 10, settings) as calls:
         assert calls.call(address, ApiKey.LIST_TRANSACTIONS, 1, fields).error_code == 0
     wrong = AdminCalls("test", 10, settings | {"sasl.password": "not-it"})
     with wrong as calls, pytest.raises(CliError) as e:
@@ -247,21 +196,12 @@ def test_a_raw_request_with_a_refused_login_is_a_cli_error(secured: Secured) -> 
 
 
 def test_every_client_command_works_over_sasl_ssl_with_its_settings_file(
-    secured: Secured,
+    secured: SecuredBroker, tmp_path: Path
 ) -> None:
-    """Each `moldau` client command (pipeline: tests/spark/test_pipeline.py) against
+    """Each `moldau` client command (pipeline: tests/spark/test_secured.py) against
     the SASL_SSL listener only, as a SCRAM-SHA-512 super user, its settings given by
     the flag Kafka's tool of the same job takes."""
-    conf = str(
-        secured.config_file(
-            "admin",
-            **{
-                "sasl.mechanism": "SCRAM-SHA-512",
-                "sasl.username": ADMIN_USER,
-                "sasl.password": ADMIN_PASSWORD,
-            },
-        )
-    )
+    conf = config_file(secured, tmp_path / "admin.properties", ADMIN_USER)
     topic, group = _name("all"), _name("group")
     at = ["--bootstrap-server", secured.sasl_ssl]
     cc = ["--command-config", conf]

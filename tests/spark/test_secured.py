@@ -16,21 +16,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
-    ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from moldau.spark import pipeline
-from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess
+from tests.integration.secured import allow, secured_broker
 
 pytestmark = pytest.mark.spark
 
@@ -39,54 +33,25 @@ ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 PREFIX = "sec-"
 
 
-def _allow(rt: ResourceType, name: str, op: AclOperation) -> AclBinding:
-    return AclBinding(
-        rt, name, ResourcePatternType.PREFIXED, f"User:{USER}", "*", op, AclPermissionType.ALLOW
-    )
-
-
 @pytest.fixture(scope="module")
 def secured(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
     """The broker (its PLAINTEXT listener is the operator's) and the data source's
     kafka.* options for its SASL_SSL listener."""
+    user = f"User:{USER}"
+    grants = [
+        *(allow(user, ResourceType.TOPIC, PREFIX, op) for op in
+          (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE)),
+        # The exactly-once sink: its tasks' transactional ids and bookkeeping groups.
+        allow(user, ResourceType.TRANSACTIONAL_ID, "moldau-spark-", AclOperation.WRITE),
+        allow(user, ResourceType.GROUP, "moldau-spark-", AclOperation.READ),
+    ]  # fmt: skip
+    users = {USER: ("SCRAM-SHA-512", PASSWORD), ADMIN: ("SCRAM-SHA-512", ADMIN_PASSWORD)}
     directory = tmp_path_factory.mktemp("spark-secured")
-    certs = Certificates.create(directory / "certs")
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": f"User:ANONYMOUS;User:{ADMIN}",
-        "allow.everyone.if.no.acl.found": "false",
-    }
-    with BrokerProcess(directory / "data", overrides, tls=certs) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-        upserts = [
-            UserScramCredentialUpsertion(USER, info, PASSWORD.encode()),
-            UserScramCredentialUpsertion(ADMIN, info, ADMIN_PASSWORD.encode()),
-        ]
-        for f in admin.alter_user_scram_credentials(upserts).values():
-            f.result(10)
-        grants = [
-            *(_allow(ResourceType.TOPIC, PREFIX, op) for op in
-              (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE)),
-            # The exactly-once sink: its tasks' transactional ids and bookkeeping groups.
-            _allow(ResourceType.TRANSACTIONAL_ID, "moldau-spark-", AclOperation.WRITE),
-            _allow(ResourceType.GROUP, "moldau-spark-", AclOperation.READ),
-        ]  # fmt: skip
-        for f in admin.create_acls(grants).values():
-            f.result(10)
-        options = {
-            "kafka.bootstrap.servers": f"127.0.0.1:{b.listener_ports['SASL_SSL']}",
-            "kafka.security.protocol": "SASL_SSL",
-            "kafka.ssl.ca.location": str(certs.ca),
-            "kafka.sasl.mechanism": "SCRAM-SHA-512",
-            "kafka.sasl.username": USER,
-            "kafka.sasl.password": PASSWORD,
-        }
-        yield b, options
+    with secured_broker(directory, users, super_users=[ADMIN], grants=grants) as b:
+        options = {f"kafka.{k}": v for k, v in b.client_settings(USER).items()}
+        yield b.broker, options | {"kafka.bootstrap.servers": b.sasl_ssl}
 
 
 def test_batch_write_and_read_over_sasl_ssl_with_scram_and_acls(
