@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,24 @@ def serve(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=timeout,
     )
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """`moldau serve ARGS` running, and its first lines (one per listener of a broker
+    with several, then where each broker listens and serves metrics); killed on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "serve", "--log-level", "WARNING", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        yield proc, [proc.stdout.readline() for _ in range(6)]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
 
 
 def test_sigterm_shuts_down_cleanly_and_leaves_the_clean_shutdown_marker(tmp_path: Path) -> None:
@@ -120,17 +140,10 @@ def test_brokers_3_is_a_replicated_cluster_in_one_process(tmp_path: Path) -> Non
     from confluent_kafka.admin import AdminClient, NewTopic
 
     data = tmp_path / "data"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moldau", "serve", "--brokers", "3", "--host", "127.0.0.1",
-         "--port", "0", "--data-dir", str(data), "--log-level", "WARNING",
-         "--metrics-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(6)]
+    with serving(
+        "--brokers", "3", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data),
+        "--metrics-port", "0",
+    ) as (proc, lines):  # fmt: skip
         addresses = [line.split(" listening on ")[1].split()[0] for line in lines[::2]]
         metrics = [line.split(" metrics at ")[1].strip() for line in lines[1::2]]
         assert len(set(addresses)) == 3
@@ -159,11 +172,6 @@ def test_brokers_3_is_a_replicated_cluster_in_one_process(tmp_path: Path) -> Non
         assert active == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
-    finally:
-        proc.kill()
-        proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
     result = serve("--data-dir", str(data), "--port", "0")
     assert result.returncode != 0 and "--brokers" in result.stderr
 
@@ -193,3 +201,43 @@ def test_event_loop_uvloop_serves_produce_and_fetches_of_every_size(tmp_path: Pa
         consumer.close()
     assert got == values
     assert "event loop: uvloop" in b.log_path.read_text()
+
+
+def test_brokers_2_with_two_listeners_serve_a_client_on_broker_2s_second_listener(
+    tmp_path: Path,
+) -> None:
+    """`--brokers 2` with PLAINTEXT and SSL listeners: broker 2 takes each fixed port
+    + 1, and a TLS client bootstrapping from broker 2's SSL port is served, told of
+    both brokers at their SSL addresses."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from moldau.testing.certs import Certificates
+
+    certs = Certificates.create(tmp_path / "certs")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        ssl_port = s.getsockname()[1]
+    overrides = certs.broker_properties() | {
+        "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"
+    }
+    with serving(
+        "--brokers", "2", "--data-dir", str(tmp_path / "data"),
+        *(f"--override={k}={v}" for k, v in overrides.items()),
+    ) as (_, lines):  # fmt: skip
+        assert f"Moldau broker 2 listener SSL (SSL) on 127.0.0.1:{ssl_port + 1}" in "".join(lines)
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{ssl_port + 1}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(certs.ca),
+        }
+        admin = AdminClient(conf)
+        md = admin.list_topics(timeout=10)
+        assert sorted((b.id, b.port) for b in md.brokers.values()) == [
+            (1, ssl_port),
+            (2, ssl_port + 1),
+        ]
+        admin.create_topics([NewTopic("t", 1, 2)])["t"].result(timeout=30)
+        producer = Producer(conf | {"acks": "all"})
+        producer.produce("t", b"over TLS to broker 2")
+        assert producer.flush(30) == 0

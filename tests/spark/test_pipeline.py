@@ -131,7 +131,7 @@ def test_a_run_that_ends_removes_its_topics_and_group(bootstrap: str, tmp_path: 
     from moldau.cli.pipeline import DemoRun, _create_topics, _remove_from_broker
 
     run = DemoRun.new(10, bootstrap, made_work_dir=True)
-    _create_topics(bootstrap, run)
+    _create_topics(bootstrap, run, {})
     sink_group = f"moldau-spark-q1-{run.totals_topic}-0"  # the exactly-once sink's
     for group in (run.group, sink_group):
         committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
@@ -141,7 +141,7 @@ def test_a_run_that_ends_removes_its_topics_and_group(bootstrap: str, tmp_path: 
     groups = lambda: {g.group_id for g in admin.list_consumer_groups().result(10).valid}  # noqa: E731
     assert {run.group, sink_group} <= groups()
 
-    _remove_from_broker(bootstrap, run)
+    _remove_from_broker(bootstrap, run, {})
     topics = admin.list_topics(timeout=10).topics
     assert not {run.orders_topic, run.totals_topic, run.writes_topic} & set(topics)
     assert not {run.group, sink_group} & groups()

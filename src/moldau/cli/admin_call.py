@@ -4,7 +4,9 @@ confluent-kafka has no call for (partition reassignments, transactions).
 The tool names the broker by its address (from Metadata); the request is given as
 the fields of its kio schema and the response comes back decoded. A broker that
 cannot be reached, times out or answers nonsense raises `CallError`; the caller
-decides whether to look the broker up again and retry or to give up.
+decides whether to look the broker up again and retry or to give up. Connections
+speak the TLS and SASL of the tool's --command-config (cli/client_security.py); a
+refused login or certificate is a CliError, since trying again cannot help.
 
 Only flexible request versions: NetworkTransport writes request header v2 and reads
 response header v1.
@@ -13,13 +15,17 @@ response header v1.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from moldau.cli.client_security import client_security
+from moldau.cli.errors import CliError
 from moldau.protocol.codec import build_entity, decode_response, encode_body, request_class
 from moldau.protocol.wire import DecodeError
 from moldau.server.control_client import NetworkTransport
+from moldau.server.inter_broker_sasl import SaslLoginRefused, sasl_authenticator
 
 Address = tuple[str, int]
 
@@ -45,12 +51,23 @@ class AdminCalls:
     """A tool's connections to brokers: one per address, kept for the tool's life so
     that a command of many requests connects once. Use as a context manager."""
 
-    def __init__(self, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self, client_id: str, timeout_s: float, settings: Mapping[str, str] | None = None
+    ) -> None:
+        """`settings`: the tool's client settings (librdkafka names), for TLS and SASL."""
+        security = client_security(settings or {})
         self._ids: dict[Address, int] = {}
         self._runner = asyncio.Runner()
         # NetworkTransport names brokers by id; an address is given one on first use.
         self._transport = NetworkTransport(
-            -1, self._address_of, int(timeout_s * 1000), client_id=client_id
+            -1,
+            self._address_of,
+            int(timeout_s * 1000),
+            client_id=client_id,
+            ssl_context=security.ssl_context,
+            authenticate=(
+                sasl_authenticator(security.login, client_id) if security.login else None
+            ),
         )
 
     def _address_of(self, key: int) -> Address | None:
@@ -68,6 +85,10 @@ class AdminCalls:
             return decode_response(api_key, version, memoryview(bytes(raw)))
         except TimeoutError:
             raise CallError(address, "no answer in time") from None
+        except SaslLoginRefused as e:
+            raise CliError(str(e)) from None
+        except ssl.SSLCertVerificationError as e:
+            raise CliError(f"{address[0]}:{address[1]}: TLS: {e.verify_message}") from None
         except (OSError, ConnectionError, DecodeError) as e:
             reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
             raise CallError(address, reason) from None

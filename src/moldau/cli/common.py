@@ -150,6 +150,7 @@ class BrokerWatch:
         self.all_down = False
         self.last_failure: str | None = None
         self.fatal: KafkaError | None = None
+        self.refused: str | None = None
 
     def on_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
@@ -158,6 +159,10 @@ class BrokerWatch:
         self.last_failure = error_text(err)
         if err.fatal():
             self.fatal = err
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            # A refused login or certificate: retrying cannot help (as Kafka's tools,
+            # which stop at a SaslAuthenticationException or SslAuthenticationException).
+            self.refused = self.last_failure
 
     def unreachable(self, detail: str | None = None) -> CliError:
         reason = detail or self.last_failure
@@ -169,6 +174,8 @@ class BrokerWatch:
         """Raise if the broker is known to be unreachable, or the client failed."""
         if self.fatal is not None:
             raise CliError(error_text(self.fatal))
+        if self.refused is not None:
+            raise CliError(f"authentication failed at {self.bootstrap}: {self.refused}")
         if self.all_down and not self.reached:
             raise self.unreachable()
 

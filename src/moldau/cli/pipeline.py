@@ -4,7 +4,9 @@ It writes orders (keys, JSON values, event times, some late) into a topic, runs 
 Spark Structured Streaming job that reads them through the "moldau" data source and
 totals them per product and event-time minute with a watermark, writes the totals
 to a compacted topic and to Parquet, and checks both against the same sums done in
-plain Python. With no --bootstrap-server it starts a broker of its own.
+plain Python. With no --bootstrap-server it starts a broker of its own. Against a
+secured cluster, --command-config gives its admin, producer and consumers and the
+Spark job's `kafka.*` options the same client settings (librdkafka names).
 
 A run keeps what it needs to go on in its work directory (`demo.json`: its topics,
 group and orders; Spark's checkpoint; its broker's data): stopped part-way
@@ -23,7 +25,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,11 +36,13 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from moldau.cli.common import (
     BrokerWatch,
+    add_command_config_argument,
     client_config,
     error_text,
     fetch_metadata,
     kafka_error,
     make_client,
+    read_config_file,
     wait_result,
 )
 from moldau.cli.errors import CliError
@@ -68,6 +72,7 @@ def add_parser(sub: Any) -> None:
         metavar="HOST:PORT",
         help="the broker(s) to use (default: start one for the demo)",
     )
+    add_command_config_argument(demo)
     demo.add_argument("--events", type=int, help=f"orders to generate (default {DEFAULT_EVENTS:,})")
     demo.add_argument(
         "--work-dir",
@@ -151,14 +156,18 @@ def _resume_command(work: Path) -> str:
     return f"moldau pipeline demo --work-dir {work}"
 
 
-def _admin(bootstrap: str) -> tuple[AdminClient, BrokerWatch]:
+#: Client settings (librdkafka names) from --command-config: security.protocol, sasl.*, ssl.*.
+Settings = Mapping[str, str]
+
+
+def _admin(bootstrap: str, settings: Settings) -> tuple[AdminClient, BrokerWatch]:
     """An AdminClient that fails at once on an unreachable broker, its log quiet."""
     watch = BrokerWatch(bootstrap)
-    return make_client(AdminClient, client_config(bootstrap, watch)), watch
+    return make_client(AdminClient, client_config(bootstrap, watch, settings)), watch
 
 
-def _create_topics(bootstrap: str, run: DemoRun) -> None:
-    admin, watch = _admin(bootstrap)
+def _create_topics(bootstrap: str, run: DemoRun, settings: Settings) -> None:
+    admin, watch = _admin(bootstrap, settings)
     futures = admin.create_topics(
         [
             NewTopic(run.orders_topic, 3, -1),
@@ -176,8 +185,8 @@ def _create_topics(bootstrap: str, run: DemoRun) -> None:
             ) from None
 
 
-def _check_topics(bootstrap: str, run: DemoRun, work: Path) -> None:
-    admin, watch = _admin(bootstrap)
+def _check_topics(bootstrap: str, run: DemoRun, work: Path, settings: Settings) -> None:
+    admin, watch = _admin(bootstrap, settings)
     topics = fetch_metadata(admin, watch).topics
     for topic in (run.orders_topic, run.totals_topic):
         if topic not in topics:
@@ -187,9 +196,9 @@ def _check_topics(bootstrap: str, run: DemoRun, work: Path) -> None:
             )
 
 
-def _remove_from_broker(bootstrap: str, run: DemoRun) -> None:
+def _remove_from_broker(bootstrap: str, run: DemoRun, settings: Settings) -> None:
     """Delete the run's topics and consumer groups, where they are."""
-    admin, watch = _admin(bootstrap)
+    admin, watch = _admin(bootstrap, settings)
     gone = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.GROUP_ID_NOT_FOUND)
     listed = wait_result(admin, watch, admin.list_consumer_groups(), "the groups to be listed")
     groups = [run.group, *(g.group_id for g in listed.valid if run.is_sink_group(g.group_id))]
@@ -281,29 +290,36 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--events must be positive")
     if args.stop_after_batches is not None and args.stop_after_batches <= 0:
         raise CliError("--stop-after-batches must be positive")
+    # Not kept in the run's record (it may hold a password): a resumed run is given it again.
+    settings = read_config_file(args.command_config, "--command-config")
     work, state, resuming = _start_or_resume(args)
     recorded = resuming
     try:
+        if settings and state.bootstrap is None:
+            raise CliError(
+                "--command-config is for a secured cluster given with --bootstrap-server; "
+                "the demo's own broker listens on PLAINTEXT"
+            )
         with _broker(work, state) as bootstrap:
             if resuming and not state.orders_written:
                 _say(f"the run in {work} stopped while writing its orders: writing them again")
-                _remove_from_broker(bootstrap, state)
+                _remove_from_broker(bootstrap, state, settings)
                 state = DemoRun.new(state.events, state.bootstrap, state.made_work_dir)
                 resuming = False
             if resuming:
-                _check_topics(bootstrap, state, work)
+                _check_topics(bootstrap, state, work, settings)
                 _say(
                     f"resuming the run in {work}: {state.events:,} orders in "
                     f"{state.orders_topic}, from its checkpoint"
                 )
             else:
-                _create_topics(bootstrap, state)
+                _create_topics(bootstrap, state, settings)
                 state.save(work)
                 recorded = True
-                _write_orders(bootstrap, state)
+                _write_orders(bootstrap, state, settings)
                 state.orders_written = True
                 state.save(work)
-            outcome = _stream_and_check(args, work, state, bootstrap)
+            outcome = _stream_and_check(args, work, state, bootstrap, settings)
     except BaseException:
         # Stopped by Ctrl-C or a failure: what is recorded can be resumed; a work
         # directory the demo made for nothing goes.
@@ -322,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         if state.bootstrap is not None:
-            _remove_from_broker(state.bootstrap, state)
+            _remove_from_broker(state.bootstrap, state, settings)
         _remove_work(work, state)
         where = work if state.made_work_dir else f"the run's files in {work}"
         _say(
@@ -333,19 +349,21 @@ def run(args: argparse.Namespace) -> int:
     return 1 if outcome == "mismatch" else 0
 
 
-def _write_orders(bootstrap: str, run: DemoRun) -> None:
+def _write_orders(bootstrap: str, run: DemoRun, settings: Settings) -> None:
     from moldau.spark import pipeline as demo
 
     orders = demo.make_orders(run.events, run.seed, now_ms=run.now_ms)
     try:
-        demo.send_orders(bootstrap, run.orders_topic, orders)
+        demo.send_orders(bootstrap, run.orders_topic, orders, settings)
     except RuntimeError as e:
         raise CliError(f"cannot write the orders to {run.orders_topic}: {e}") from None
     late = sum(1 for a, b in itertools.pairwise(orders) if b.event_time_ms < a.event_time_ms)
     _say(f"wrote {len(orders):,} orders ({late:,} late) to {run.orders_topic}")
 
 
-def _stream_and_check(args: argparse.Namespace, work: Path, run: DemoRun, bootstrap: str) -> str:
+def _stream_and_check(
+    args: argparse.Namespace, work: Path, run: DemoRun, bootstrap: str, settings: Settings
+) -> str:
     """Runs the streaming job and checks its totals: "match", "mismatch", or
     "stopped" (after --stop-after-batches)."""
     from moldau.spark import pipeline as demo
@@ -366,7 +384,7 @@ def _stream_and_check(args: argparse.Namespace, work: Path, run: DemoRun, bootst
         spark.sparkContext.setLogLevel("ERROR")
         parquet = str(work / PARQUET)
         started = time.monotonic()
-        sink = demo.TotalsWriter(bootstrap, run.totals_topic, parquet)
+        sink = demo.TotalsWriter(bootstrap, run.totals_topic, parquet, settings)
         query = demo.start_job(
             spark,
             bootstrap,
@@ -374,6 +392,7 @@ def _stream_and_check(args: argparse.Namespace, work: Path, run: DemoRun, bootst
             str(work / CHECKPOINT),
             max_per_trigger=max(1_000, run.events // 4),
             sink=sink,
+            client=settings,
         )
         try:
             stopped = demo.watch(query, sink, _say, stop_after_batches=args.stop_after_batches)
@@ -385,7 +404,9 @@ def _stream_and_check(args: argparse.Namespace, work: Path, run: DemoRun, bootst
             return "stopped"
         expected = demo.expected_totals(demo.make_orders(run.events, run.seed, now_ms=run.now_ms))
         outputs = {
-            f"topic {run.totals_topic}": demo.totals_from_topic(spark, bootstrap, run.totals_topic),
+            f"topic {run.totals_topic}": demo.totals_from_topic(
+                spark, bootstrap, run.totals_topic, settings
+            ),
             f"Parquet {parquet}": demo.totals_from_parquet(spark, parquet),
         }
         problems = [

@@ -37,6 +37,7 @@ from moldau.cli.common import (
     error_text,
     fetch_metadata,
     kafka_error,
+    read_config_file,
     wait_result,
 )
 from moldau.cli.errors import CliError
@@ -249,6 +250,8 @@ def list_lines(ongoing: Mapping[TopicPartition, Any]) -> list[str]:
 class Cluster:
     def __init__(self, args: argparse.Namespace) -> None:
         self.admin, self.watch = admin_client(args)
+        # The raw requests' TLS and SASL, as the admin client's.
+        self.settings = read_config_file(args.command_config, "--command-config")
 
     def replicas(self, topics: Iterable[str]) -> Assignment:
         """Current replicas of every partition of `topics` (Kafka's order)."""
@@ -340,7 +343,7 @@ class Cluster:
         fields = {**fields, "timeout": _ms(fields["timeout"])}
         deadline = time.monotonic() + TIMEOUT_S
         problem = "no controller"
-        with AdminCalls("reassign-partitions-tool", TIMEOUT_S) as calls:
+        with AdminCalls("reassign-partitions-tool", TIMEOUT_S, self.settings) as calls:
             while time.monotonic() < deadline:
                 md = fetch_metadata(self.admin, self.watch)
                 broker = md.brokers.get(md.controller_id)

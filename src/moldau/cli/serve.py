@@ -43,8 +43,9 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="run brokers 1..N in this process on ports port..port+N-1, each logging "
-        "under DATA_DIR/broker-<id>, replicating over sockets (embedded store only)",
+        help="run brokers 1..N in this process, broker i on each listener's port + i - 1 "
+        "(0 stays ephemeral), each logging under DATA_DIR/broker-<id>, replicating over "
+        "sockets (embedded store only)",
     )
     p.add_argument(
         "--metrics-port",
@@ -132,9 +133,10 @@ def _listener_parts(listeners: str) -> tuple[str, str, int]:
 
 
 def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, str]]:
-    """Each broker's properties for `--brokers N`: ids 1..N, consecutive ports,
-    a log dir each under the data dir (which then holds only those and the
-    metadata store)."""
+    """Each broker's properties for `--brokers N`: ids 1..N, a log dir each under
+    the data dir (which then holds only those and the metadata store), and each
+    listener's port (and advertised port, and metrics.port) plus i - 1 for broker i,
+    0 staying ephemeral."""
     if brokers < 1:
         raise CliError(f"--brokers must be 1 or more, got {brokers}")
     data_dir = Path(props.get("log.dirs") or props.get("log.dir") or "./data")
@@ -151,24 +153,21 @@ def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, st
         ("zookeeper.connect", "they share the embedded metadata store"),
         ("broker.id", "they take ids 1..N"),
         ("node.id", "they take ids 1..N"),
-        ("advertised.listeners", "each advertises its own port"),
     ]:
         if props.get(key):
             raise CliError(f"--brokers {brokers} cannot be used with {key}: {why}")
-    if "," in data_dir.as_posix() or "," in props["listeners"]:
-        raise CliError(f"--brokers {brokers} takes one data dir and one listener")
+    if "," in data_dir.as_posix():
+        raise CliError(f"--brokers {brokers} takes one data dir")
     if (data_dir / "meta.properties").exists():
         raise CliError(
             f"{data_dir} holds the data of a single broker; use another --data-dir "
             f"for --brokers {brokers}"
         )
-    name, _, address = props["listeners"].partition("://")
-    host, _, port_text = address.rpartition(":")
-    port = int(port_text) if port_text.isdigit() else 0
-    metrics_port = props.get("metrics.port", "").strip()
-    for first in (port, int(metrics_port) if metrics_port.isdigit() else 0):
-        if first and first + brokers - 1 > 65535:
-            raise CliError(f"ports {first}..{first + brokers - 1} are not all valid ports")
+    listeners = _split_listeners(props["listeners"])
+    advertised = _split_listeners(props.get("advertised.listeners", ""))
+    metrics_text = props.get("metrics.port", "").strip()
+    metrics = int(metrics_text) if metrics_text.isdigit() else None
+    _check_port_ranges(listeners, metrics, brokers)
     out = []
     for i in range(1, brokers + 1):
         p = dict(props)
@@ -177,12 +176,57 @@ def cluster_properties(props: dict[str, str], brokers: int) -> list[dict[str, st
         # Kafka's 3, or all of them if fewer (a lone embedded broker's default is 1).
         p.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
         p["log.dirs"] = str(data_dir / f"broker-{i}")
-        p["listeners"] = f"{name}://{host}:{port + i - 1 if port else 0}"
-        if metrics_port.isdigit():
-            first = int(metrics_port)
-            p["metrics.port"] = str(first + i - 1 if first else 0)
+        p["listeners"] = _shifted(listeners, i - 1)
+        if advertised:
+            p["advertised.listeners"] = _shifted(advertised, i - 1)
+        if metrics is not None:
+            p["metrics.port"] = str(metrics + i - 1 if metrics else 0)
         out.append(p)
     return out
+
+
+# A listener as `moldau serve` shifts it: (name, host, port).
+_Entry = tuple[str, str, int]
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def _split_listeners(value: str) -> list[_Entry]:
+    out = []
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        name, sep, address = item.strip().partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not port.isdigit():
+            raise CliError(f"listener {item.strip()!r} is not NAME://host:port")
+        out.append((name, host, int(port)))
+    return out
+
+
+def _shifted(listeners: list[_Entry], offset: int) -> str:
+    return ",".join(
+        f"{name}://{host}:{port + offset if port else 0}" for name, host, port in listeners
+    )
+
+
+def _check_port_ranges(listeners: list[_Entry], metrics: int | None, brokers: int) -> None:
+    """Every port range a listener (or metrics.port) takes is valid and meets no
+    other on an address both may bind: else two brokers would want one port."""
+    ranges = [(f"listener {name}", host, port) for name, host, port in listeners if port]
+    if metrics:
+        ranges.append(("metrics.port", "", metrics))  # its host: assume it may meet any
+    for what, _, first in ranges:
+        if first + brokers - 1 > 65535:
+            raise CliError(f"{what}: ports {first}..{first + brokers - 1} are not all valid ports")
+    for a, (what_a, host_a, first_a) in enumerate(ranges):
+        for what_b, host_b, first_b in ranges[a + 1 :]:
+            same_address = host_a == host_b or host_a in _WILDCARDS or host_b in _WILDCARDS
+            if same_address and abs(first_a - first_b) < brokers:
+                raise CliError(
+                    f"--brokers {brokers}: {what_a} takes ports {first_a}..{first_a + brokers - 1}"
+                    f" and {what_b} {first_b}..{first_b + brokers - 1}; they overlap: space "
+                    f"their ports at least {brokers} apart"
+                )
 
 
 def raise_open_files_limit() -> None:

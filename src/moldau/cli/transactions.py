@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from moldau.cli.admin_call import AdminCalls
-from moldau.cli.common import TIMEOUT_S, add_command_config_argument
+from moldau.cli.common import TIMEOUT_S, add_command_config_argument, read_config_file
 from moldau.cli.errors import CliError
 from moldau.cli.transactions_admin import (
     STATES,
@@ -477,6 +477,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> int:
     check_arguments(args)
-    with AdminCalls("kafka-transactions-tool", TIMEOUT_S) as calls:
+    settings = read_config_file(args.command_config, "--command-config")
+    with AdminCalls("kafka-transactions-tool", TIMEOUT_S, settings) as calls:
         admin = TxnAdmin(args, calls)
         return _COMMANDS[args.txn_command](admin, args, clock)

@@ -1,7 +1,8 @@
-"""The client side of PLAIN and SCRAM, for a broker's own connections to other
-brokers on a SASL inter-broker listener (`sasl.mechanism.inter.broker.protocol`,
-the user and password from that listener's JAAS `username`/`password` options, as
-Kafka's login modules take them). Sans-IO: tokens in, tokens out."""
+"""The client side of PLAIN and SCRAM: a broker's own connections to other brokers
+on a SASL inter-broker listener (`sasl.mechanism.inter.broker.protocol`, the user
+and password from that listener's JAAS `username`/`password` options, as Kafka's
+login modules take them), and the raw requests of `moldau` tools (the user and
+password of their --command-config). Sans-IO: tokens in, tokens out."""
 
 from __future__ import annotations
 
@@ -109,6 +110,14 @@ def inter_broker_client_factory(config: BrokerConfig, listener: str) -> Callable
             f"(listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config) needs "
             "username and password"
         )
+    return login_factory(mechanism, username, password)
+
+
+def login_factory(mechanism: str, username: str, password: str) -> Callable[[], SaslClient]:
+    """New clients of one of SUPPORTED_MECHANISMS (one per connection: a SCRAM
+    client holds its exchange's state)."""
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ValueError(f"unsupported SASL mechanism {mechanism}")
     scram = ScramMechanism.by_name(mechanism)
 
     def new() -> SaslClient:

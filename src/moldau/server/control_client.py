@@ -42,6 +42,8 @@ def reauthentication_due_ms(logged_in_ms: int, session_lifetime_ms: int) -> int 
 
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: How long close() waits for its connections to finish shutting down.
+_CLOSE_TIMEOUT_S = 1.0
 T = TypeVar("T")
 
 
@@ -116,6 +118,10 @@ class NetworkTransport:
         self._resolve = resolve
         self._timeout_s = timeout_ms / 1000
         self._connections: dict[int, _Connection] = {}
+        # Connections closed but maybe not yet shut down (TLS says goodbye first),
+        # each a task that ends when its socket is closed: close() waits for them, so
+        # that a loop closed right after (a tool's) leaks no socket.
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def send(self, broker_id: int, request: ControlRequest) -> ControlResponse:
         return await self._guarded(broker_id, self._send(broker_id, request))
@@ -205,7 +211,18 @@ class NetworkTransport:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+            closed = asyncio.ensure_future(_closed(conn.writer))
+            self._closing.add(closed)
+            closed.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         for broker_id in list(self._connections):
             self._drop(broker_id)
+        if self._closing:
+            # Bounded: a peer that never answers TLS's close_notify holds no one up.
+            await asyncio.wait(list(self._closing), timeout=_CLOSE_TIMEOUT_S)
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(Exception):  # a reset connection is closed too
+        await writer.wait_closed()

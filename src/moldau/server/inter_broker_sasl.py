@@ -1,7 +1,8 @@
-"""A broker's SASL login on its links to other brokers (a SASL inter-broker
-listener): SaslHandshake v1, then SaslAuthenticate v2 until the client is done.
-The mechanism's tokens come from a sans-IO client (security/sasl_client.py); this
-module only carries them."""
+"""A SASL login on a new connection to a broker: SaslHandshake v1, then
+SaslAuthenticate v2 until the client is done. A broker's links to other brokers (a
+SASL inter-broker listener) use it, and so do the raw requests of `moldau` tools
+(cli/admin_call.py). The mechanism's tokens come from a sans-IO client
+(security/sasl_client.py); this module only carries them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ from moldau.security.sasl_client import SaslClient
 from moldau.server.control_client import Authenticate, roundtrip
 
 _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
+
+
+class SaslLoginRefused(ConnectionError):
+    """The broker refused the login (mechanism, credentials) or was not who it
+    should be. A ConnectionError, so that a broker's link retries it as any lost
+    connection; a tool tells it apart, since trying again cannot help."""
 
 
 def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authenticate:
@@ -42,7 +49,7 @@ def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authe
         body = encode_body(SaslHandshakeRequest(mechanism=client.mechanism))
         handshake = await exchange(_SASL_HANDSHAKE, 1, body, False)
         if handshake.error_code != ErrorCode.none:
-            raise ConnectionError(
+            raise SaslLoginRefused(
                 f"{peer} refused SASL {client.mechanism}: "
                 f"{handshake.error_code.name.upper()} (enabled: {list(handshake.mechanisms)})"
             )
@@ -52,17 +59,17 @@ def sasl_authenticator(login: Callable[[], SaslClient], client_id: str) -> Authe
             try:
                 token = client.respond(challenge)
             except SaslAuthenticationFailedError as e:
-                raise ConnectionError(f"{peer}: {e.message}") from None
+                raise SaslLoginRefused(f"{peer}: {e.message}") from None
             if token is None:
                 return lifetime_ms
             body = encode_body(SaslAuthenticateRequest(auth_bytes=token))
             answer = await exchange(_SASL_AUTHENTICATE, 2, body, True)
             if answer.error_code != ErrorCode.none:
                 # Kafka's error name leads, as its SaslAuthenticationException's does.
-                raise ConnectionError(
-                    f"{peer} refused the SASL login: {answer.error_code.name.upper()}: "
-                    f"{answer.error_message}"
-                )
+                why = answer.error_code.name.upper()
+                if answer.error_message:
+                    why += f": {answer.error_message}"
+                raise SaslLoginRefused(f"{peer} refused the SASL login: {why}")
             challenge = bytes(answer.auth_bytes)
             lifetime_ms = int(answer.session_lifetime.total_seconds() * 1000)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import confluent_kafka.admin
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from moldau.spark.offsets import PartitionOffsets
@@ -18,6 +18,8 @@ from moldau.spark.options import Subscription, TopicPartitionKey
 #: Kafka's internal topics, which a pattern never matches (the Java consumer's
 #: exclude.internal.topics, on by default).
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: librdkafka's errors for a refused SASL login or TLS handshake.
+_REFUSED = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
 
 
 # Not among confluent_kafka.admin's typed exports, and its methods are untyped.
@@ -55,11 +57,35 @@ class OffsetReader:
         self._retry_interval_s = retry_interval_s
         self._timeout_s = request_timeout_s
         self._admin: AdminClient | None = None
+        # What librdkafka last reported on its own (a refused login, say): a failed
+        # call says only "transport failure".
+        self._client_error: KafkaError | None = None
 
     def _client(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(dict(self._config))
+            config: dict[str, Any] = {**self._config, "error_cb": self._on_client_error}
+            self._admin = AdminClient(config)
         return self._admin
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        self._client_error = err
+
+    def _refused(self) -> bool:
+        return self._client_error is not None and self._client_error.code() in _REFUSED
+
+    def _metadata(self) -> Any:
+        """All topics' metadata, asked in short attempts so that a refused login
+        fails the query at once rather than after the request timeout."""
+        client = self._client()
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return client.list_topics(timeout=max(0.01, min(0.5, remaining)))
+            except KafkaException:
+                client.poll(0)  # serves error_cb
+                if remaining <= 0.5 or self._refused():
+                    raise
 
     def close(self) -> None:
         self._admin = None  # AdminClient has no close(); dropping it ends its threads
@@ -69,8 +95,14 @@ class OffsetReader:
             try:
                 return call()
             except KafkaException as e:
-                if attempt == self._retries:
-                    raise RuntimeError(f"{what} failed after {attempt + 1} attempts: {e}") from e
+                self._client().poll(0)  # serves error_cb
+                seen = self._client_error
+                # A refused login or certificate: another attempt cannot help.
+                if attempt == self._retries or self._refused():
+                    also = f" ({seen.str()})" if seen is not None else ""
+                    raise RuntimeError(
+                        f"{what} failed after {attempt + 1} attempts: {e}{also}"
+                    ) from e
                 time.sleep(self._retry_interval_s)
         raise AssertionError("unreachable")
 
@@ -81,7 +113,7 @@ class OffsetReader:
             return sorted(subscription.partitions)
 
         def list_topics() -> list[TopicPartitionKey]:
-            md = self._client().list_topics(timeout=self._timeout_s)
+            md = self._metadata()
             out: list[TopicPartitionKey] = []
             for name, topic in md.topics.items():
                 if name in _INTERNAL_TOPICS or not subscription.matches(name):

@@ -74,10 +74,20 @@ def make_orders(
     return orders
 
 
-def send_orders(bootstrap: str, topic: str, orders: list[Order]) -> None:
+def kafka_options(client: Mapping[str, str] | None) -> dict[str, str]:
+    """Client settings (librdkafka names: security.protocol, sasl.*, ssl.*) as the
+    data source's `kafka.*` options."""
+    return {f"kafka.{k}": v for k, v in (client or {}).items()}
+
+
+def send_orders(
+    bootstrap: str, topic: str, orders: list[Order], client: Mapping[str, str] | None = None
+) -> None:
+    """`client`: settings for a secured cluster (librdkafka names)."""
     errors: list[str] = []
     producer = Producer(
         {
+            **(client or {}),
             "bootstrap.servers": bootstrap,
             "linger.ms": 20,
             "enable.idempotence": True,
@@ -114,8 +124,15 @@ def expected_totals(orders: list[Order]) -> Totals:
 class TotalsWriter:
     """The job's foreachBatch sink; remembers how many totals each batch wrote."""
 
-    def __init__(self, bootstrap: str, totals_topic: str, parquet_dir: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        totals_topic: str,
+        parquet_dir: str,
+        client: Mapping[str, str] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.kafka_options = kafka_options(client)
         self.totals_topic = totals_topic
         self.parquet_dir = parquet_dir
         self.written: dict[int, int] = {}
@@ -136,6 +153,7 @@ class TotalsWriter:
         (
             rows.select(key.alias("key"), value.alias("value"))
             .write.format("moldau")
+            .options(**self.kafka_options)
             .option("kafka.bootstrap.servers", self.bootstrap)
             .option("topic", self.totals_topic)
             # Inside foreachBatch its tasks carry the stream's query and batch: a
@@ -156,6 +174,7 @@ def start_job(
     checkpoint: str,
     max_per_trigger: int,
     sink: TotalsWriter,
+    client: Mapping[str, str] | None = None,
 ) -> Any:
     """Starts the streaming job (Trigger.AvailableNow: it reads what is there and
     stops); returns the StreamingQuery."""
@@ -164,6 +183,7 @@ def start_job(
     schema = "order_id long, customer string, product string, amount_cents long, event_time long"
     orders = (
         spark.readStream.format("moldau")
+        .options(**kafka_options(client))
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", orders_topic)
         .option("startingOffsets", "earliest")
@@ -234,10 +254,13 @@ def _last_error(text: str) -> str:
     return found[-1] if found else text.strip().splitlines()[0]
 
 
-def totals_from_topic(spark: Any, bootstrap: str, totals_topic: str) -> Totals:
+def totals_from_topic(
+    spark: Any, bootstrap: str, totals_topic: str, client: Mapping[str, str] | None = None
+) -> Totals:
     """The latest value of every key of the totals topic."""
     rows = (
         spark.read.format("moldau")
+        .options(**kafka_options(client))
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", totals_topic)
         .option("kafka.isolation.level", "read_committed")
