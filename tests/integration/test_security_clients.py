@@ -355,14 +355,15 @@ def kcat_wrong_login(login: Login, topic: str) -> str:
 # kafka-python logs the broker's refusal and gives up bootstrapping, leaving the
 # sockets of the producer it could not start to the collector: in a process of its own.
 # It retries every 0.1-0.2 s: it sometimes takes the close for a lost connection
-# before it reads the answer (most often over TLS: the SASL_PLAINTEXT case here).
+# before it reads the answer (most often over TLS: the SASL_PLAINTEXT case here; under
+# load on SASL_PLAINTEXT too, so it is given several attempts).
 KAFKA_PYTHON_WRONG_LOGIN = """
 import json, logging, os, sys
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 logging.basicConfig(level=logging.ERROR, format="%(message)s")
 try:
-    KafkaProducer(**json.loads(sys.argv[1]), bootstrap_timeout_ms=3000,
+    KafkaProducer(**json.loads(sys.argv[1]), bootstrap_timeout_ms=6000,
                   reconnect_backoff_ms=100, reconnect_backoff_max_ms=200)
 except KafkaTimeoutError as e:
     print("gave up:", e, flush=True)

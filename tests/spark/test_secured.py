@@ -105,7 +105,7 @@ def test_a_wrong_password_fails_the_read_with_the_brokers_reason(
             .load()
             .collect()
         )
-    assert "SASL authentication error: Invalid client credentials" in str(e.value)
+    assert "SASL authentication error: Authentication failed during authentication" in str(e.value)
 
 
 def admin_settings(options: dict[str, str]) -> tuple[str, dict[str, str]]:
@@ -166,7 +166,8 @@ def test_the_pipeline_demo_takes_a_command_config(
     assert refused.returncode == 1
     assert refused.stderr.splitlines() == [
         f"moldau pipeline: authentication failed at {bootstrap}: "
-        "SASL authentication error: Invalid client credentials"
+        "SASL authentication error: Authentication failed during authentication due to "
+        "invalid credentials with SASL mechanism SCRAM-SHA-512"
     ]
     own = demo()
     assert own.returncode == 1
