@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from moldau.testing import kafka_java
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import BrokerProcess
 from moldau.testing.zookeeper import ZooKeeperServer
@@ -60,10 +59,3 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     if request.param == "single":
         return str(request.getfixturevalue("moldau").bootstrap)
     return str(request.getfixturevalue("moldau_cluster").bootstrap)
-
-
-def run_checks(main_class: str, bootstrap: str, *names: str, timeout: float = 180) -> None:
-    """Runs checks of a tests/java class (moldau.it.Checks) and fails with its output."""
-    done = kafka_java.run(main_class, bootstrap, *names, timeout=timeout)
-    if done.returncode != 0:
-        pytest.fail(f"{main_class} {' '.join(names)}:\n{done.stdout}\n{done.stderr[-6000:]}")

@@ -11,24 +11,31 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from tests.integration.clients import confluent_consume
-from tests.kafka.conftest import run_checks
+from tests.kafka.checks import CheckSuite
 
 pytestmark = pytest.mark.java
 
-CHECKS = "moldau.it.ProducerChecks"
+# One JVM a broker set runs every check: Kafka's client takes a second or more to
+# load, which a JVM a check would pay twenty times.
+SUITE = CheckSuite("moldau.it.ProducerChecks")
+
 # ProducerChecks.CODECS and CODEC_RECORDS
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 CODEC_RECORDS = 500
 
 
+@SUITE.runs("idempotentDefaults")
 def test_the_defaults_idempotent_and_acks_all_keep_every_record_once_in_order(
-    bootstrap: str,
+    request: pytest.FixtureRequest, bootstrap: str
 ) -> None:
-    run_checks(CHECKS, bootstrap, "idempotentDefaults")
+    SUITE.check(request, bootstrap)
 
 
-def test_every_codec_is_read_back_by_the_java_consumer_and_by_librdkafka(bootstrap: str) -> None:
-    run_checks(CHECKS, bootstrap, "everyCodec")
+@SUITE.runs("everyCodec")
+def test_every_codec_is_read_back_by_the_java_consumer_and_by_librdkafka(
+    request: pytest.FixtureRequest, bootstrap: str
+) -> None:
+    SUITE.check(request, bootstrap)
     for codec in CODECS:
         got = confluent_consume(bootstrap, f"codec-{codec}", CODEC_RECORDS)
         assert len(got) == CODEC_RECORDS, codec
@@ -39,42 +46,58 @@ def test_every_codec_is_read_back_by_the_java_consumer_and_by_librdkafka(bootstr
             assert headers == [("i", str(i).encode())]
 
 
+@SUITE.runs("topicCodecAndLogAppendTime")
 def test_topics_of_their_own_codec_and_log_append_time_recompress_and_stamp_batches(
-    bootstrap: str,
+    request: pytest.FixtureRequest, bootstrap: str
 ) -> None:
-    run_checks(CHECKS, bootstrap, "topicCodecAndLogAppendTime")
+    SUITE.check(request, bootstrap)
 
 
-def test_acks_0_and_1_land_every_record_in_order(bootstrap: str) -> None:
-    run_checks(CHECKS, bootstrap, "acksZeroAndOne")
+@SUITE.runs("acksZeroAndOne")
+def test_acks_0_and_1_land_every_record_in_order(
+    request: pytest.FixtureRequest, bootstrap: str
+) -> None:
+    SUITE.check(request, bootstrap)
 
 
-def test_a_records_own_timestamp_comes_back_as_sent(bootstrap: str) -> None:
-    run_checks(CHECKS, bootstrap, "createTimeKept")
+@SUITE.runs("createTimeKept")
+def test_a_records_own_timestamp_comes_back_as_sent(
+    request: pytest.FixtureRequest, bootstrap: str
+) -> None:
+    SUITE.check(request, bootstrap)
 
 
-def test_headers_come_back_as_sent(bootstrap: str) -> None:
-    run_checks(CHECKS, bootstrap, "headers")
+@SUITE.runs("headers")
+def test_headers_come_back_as_sent(request: pytest.FixtureRequest, bootstrap: str) -> None:
+    SUITE.check(request, bootstrap)
 
 
+@SUITE.runs("nearMessageMaxBytes")
 def test_a_batch_of_message_max_bytes_lands_and_one_byte_more_is_record_too_large(
-    bootstrap: str,
+    request: pytest.FixtureRequest, bootstrap: str
 ) -> None:
-    run_checks(CHECKS, bootstrap, "nearMessageMaxBytes")
+    SUITE.check(request, bootstrap)
 
 
+@SUITE.runs("splitOnMessageTooLarge")
 def test_a_batch_refused_as_too_large_is_split_by_the_producer_and_every_record_lands(
-    bootstrap: str,
+    request: pytest.FixtureRequest, bootstrap: str
 ) -> None:
-    run_checks(CHECKS, bootstrap, "splitOnMessageTooLarge")
+    SUITE.check(request, bootstrap)
 
 
-def test_a_keyless_record_on_a_compacted_topic_fails_by_name_in_java(bootstrap: str) -> None:
-    run_checks(CHECKS, bootstrap, "keylessRecordToCompactedTopic")
+@SUITE.runs("keylessRecordToCompactedTopic")
+def test_a_keyless_record_on_a_compacted_topic_fails_by_name_in_java(
+    request: pytest.FixtureRequest, bootstrap: str
+) -> None:
+    SUITE.check(request, bootstrap)
 
 
-def test_a_record_out_of_the_timestamp_window_fails_by_name_in_java(bootstrap: str) -> None:
-    run_checks(CHECKS, bootstrap, "timestampOutOfRange")
+@SUITE.runs("timestampOutOfRange")
+def test_a_record_out_of_the_timestamp_window_fails_by_name_in_java(
+    request: pytest.FixtureRequest, bootstrap: str
+) -> None:
+    SUITE.check(request, bootstrap)
 
 
 def test_librdkafka_fails_the_named_records_and_tells_the_rest_of_the_batch_apart(
