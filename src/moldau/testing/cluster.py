@@ -111,8 +111,12 @@ class Cluster(SaslListener):
                 self.zookeeper.start()
             if self.sasl is not None:
                 self._write_users(self.sasl)
+            # All at once: each spends most of its start importing Python, which
+            # the others can do meanwhile.
             for b in self.brokers.values():
-                b.start(timeout)
+                b.launch()
+            for b in self.brokers.values():
+                b.wait_started(timeout)
         except BaseException:
             self.close()
             raise
