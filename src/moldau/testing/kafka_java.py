@@ -17,6 +17,7 @@ from typing import Any
 JAVA_DIR = Path(__file__).resolve().parents[3] / "tests" / "java"
 KAFKA_RUN_CLASS = JAVA_DIR / "kafka-run-class"
 _BUILT = JAVA_DIR / "target" / "lib"
+CDS_ARCHIVE = JAVA_DIR / "target" / "classes.jsa"
 SPARK_CONNECTOR_DIR = JAVA_DIR / "spark"
 
 
@@ -36,11 +37,28 @@ def ensure_built() -> Path:
     if why is not None:
         raise RuntimeError(f"Kafka's Java tools cannot run: {why}; scripts/test.sh installs them")
     sources = [JAVA_DIR / "pom.xml", *JAVA_DIR.glob("src/**/*.java")]
-    if _BUILT.is_dir() and all(p.stat().st_mtime <= _BUILT.stat().st_mtime for p in sources):
-        return JAVA_DIR
-    subprocess.run(["mvn", "-q", "-B", "package"], cwd=JAVA_DIR, check=True, timeout=900)
-    _BUILT.touch()
+    if not (_BUILT.is_dir() and all(p.stat().st_mtime <= _BUILT.stat().st_mtime for p in sources)):
+        subprocess.run(["mvn", "-q", "-B", "package"], cwd=JAVA_DIR, check=True, timeout=900)
+        _BUILT.touch()
+    archive_classes()
     return JAVA_DIR
+
+
+def archive_classes() -> None:
+    """Makes kafka-run-class's Class Data Sharing archive of the classes its JVMs load
+    most (moldau.it.ClassWarmUp), unless one newer than every jar is there: each JVM
+    then starts about half a second sooner. Without it (the dump failed) they start
+    as before."""
+    jars = [*_BUILT.glob("*.jar"), *(JAVA_DIR / "target").glob("*.jar")]
+    if CDS_ARCHIVE.is_file() and all(
+        p.stat().st_mtime <= CDS_ARCHIVE.stat().st_mtime for p in jars
+    ):
+        return
+    # Made aside and renamed: a JVM never maps a half-written archive.
+    partial = CDS_ARCHIVE.with_name(f"{CDS_ARCHIVE.name}.{os.getpid()}")
+    run("moldau.it.ClassWarmUp", timeout=120, env={"MOLDAU_CDS_DUMP": str(partial)})
+    if partial.is_file():
+        partial.replace(CDS_ARCHIVE)
 
 
 def spark_connector_jars() -> list[Path]:
