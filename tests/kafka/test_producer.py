@@ -15,20 +15,29 @@ from tests.kafka.checks import CheckSuite
 
 pytestmark = pytest.mark.java
 
+CHECKS = [
+    "idempotentDefaults",  # idempotent and acks=all: every record once, in order
+    "topicCodecAndLogAppendTime",  # a topic's own codec recompresses, LogAppendTime stamps
+    "acksZeroAndOne",  # every record lands, in order
+    "createTimeKept",  # a record's own timestamp comes back as sent
+    "headers",  # come back as sent
+    "nearMessageMaxBytes",  # a batch of message.max.bytes lands, one byte more is refused
+    "splitOnMessageTooLarge",  # a batch refused as too large is split, every record lands
+    "keylessRecordToCompactedTopic",  # fails by name in Java (KIP-467)
+    "timestampOutOfRange",  # fails by name in Java (KIP-467)
+]
 # One JVM a broker set runs every check: Kafka's client takes a second or more to
 # load, which a JVM a check would pay twenty times.
-SUITE = CheckSuite("moldau.it.ProducerChecks")
+SUITE = CheckSuite("moldau.it.ProducerChecks", CHECKS)
 
 # ProducerChecks.CODECS and CODEC_RECORDS
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 CODEC_RECORDS = 500
 
 
-@SUITE.runs("idempotentDefaults")
-def test_the_defaults_idempotent_and_acks_all_keep_every_record_once_in_order(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
+@pytest.mark.parametrize("check", CHECKS)
+def test_producer(request: pytest.FixtureRequest, bootstrap: str, check: str) -> None:
+    SUITE.check(request, bootstrap, check)
 
 
 @SUITE.runs("everyCodec")
@@ -44,60 +53,6 @@ def test_every_codec_is_read_back_by_the_java_consumer_and_by_librdkafka(
             assert key == b"k%d" % i
             assert value == f"{codec}-{i}-{'abcdefghij' * (i % 50)}".encode()
             assert headers == [("i", str(i).encode())]
-
-
-@SUITE.runs("topicCodecAndLogAppendTime")
-def test_topics_of_their_own_codec_and_log_append_time_recompress_and_stamp_batches(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("acksZeroAndOne")
-def test_acks_0_and_1_land_every_record_in_order(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("createTimeKept")
-def test_a_records_own_timestamp_comes_back_as_sent(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("headers")
-def test_headers_come_back_as_sent(request: pytest.FixtureRequest, bootstrap: str) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("nearMessageMaxBytes")
-def test_a_batch_of_message_max_bytes_lands_and_one_byte_more_is_record_too_large(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("splitOnMessageTooLarge")
-def test_a_batch_refused_as_too_large_is_split_by_the_producer_and_every_record_lands(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("keylessRecordToCompactedTopic")
-def test_a_keyless_record_on_a_compacted_topic_fails_by_name_in_java(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
-
-
-@SUITE.runs("timestampOutOfRange")
-def test_a_record_out_of_the_timestamp_window_fails_by_name_in_java(
-    request: pytest.FixtureRequest, bootstrap: str
-) -> None:
-    SUITE.check(request, bootstrap)
 
 
 def test_librdkafka_fails_the_named_records_and_tells_the_rest_of_the_batch_apart(
