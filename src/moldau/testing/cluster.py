@@ -111,12 +111,8 @@ class Cluster(SaslListener):
                 self.zookeeper.start()
             if self.sasl is not None:
                 self._write_users(self.sasl)
-            # All at once: each spends most of its start importing Python, which
-            # the others can do meanwhile.
             for b in self.brokers.values():
-                b.launch()
-            for b in self.brokers.values():
-                b.wait_started(timeout)
+                b.start(timeout)
         except BaseException:
             self.close()
             raise

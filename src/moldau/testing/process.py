@@ -72,7 +72,6 @@ class BrokerProcess(SaslListener):
         self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._lines: list[str] = []
-        self._launched: threading.Event | None = None  # the last launch's ready event
 
     @property
     def bootstrap(self) -> str:
@@ -102,12 +101,6 @@ class BrokerProcess(SaslListener):
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         """Start and wait until it accepts connections. A restart keeps its port."""
-        self.launch()
-        return self.wait_started(timeout)
-
-    def launch(self) -> None:
-        """Start the process without waiting for it (`wait_started` waits): a cluster
-        launches all its brokers before it waits for any."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"broker process {self.proc.pid} is already running")
         if self._users_to_write:
@@ -139,15 +132,10 @@ class BrokerProcess(SaslListener):
             # was made in); exec keeps the pid.
             cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.isolation.procs), *cmd]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
-        self._launched = ready
         threading.Thread(
             target=self._read_stdout, args=(self.proc, log_file, ready, lines), daemon=True
         ).start()
-
-    def wait_started(self, timeout: float = 30.0) -> BrokerProcess:
-        """Wait until the launched process accepts connections; kill it if it does not."""
-        assert self.proc is not None and self._launched is not None, "launch() first"
-        if not self._launched.wait(timeout) or self.proc.poll() is not None:
+        if not ready.wait(timeout) or self.proc.poll() is not None:
             self.kill()
             self.proc.wait(10)
             raise RuntimeError(f"broker did not start; see {self.log_path}")
