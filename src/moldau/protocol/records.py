@@ -416,10 +416,41 @@ def build_batch(
             r += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
         body += _zigzag(len(r)) + r
     payload = compress(compression, bytes(body), compression_level)
+    return wrap_records(
+        payload,
+        len(records),
+        base_timestamp=base_ts,
+        max_timestamp=max(stamps) if stamps else timestamp,
+        base_offset=base_offset,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+        log_append_time=log_append_time,
+        transactional=transactional,
+    )
+
+
+def wrap_records(
+    payload: bytes,
+    count: int,
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+    transactional: bool = False,
+) -> bytes:
+    """A v2 batch of `count` records already encoded (and compressed) as `payload`."""
     attributes = int(compression) | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
     if transactional:
         attributes |= ATTR_TRANSACTIONAL
-    max_ts = max(stamps) if stamps else timestamp
     header = bytearray(
         _HEADER.pack(
             base_offset,
@@ -428,13 +459,13 @@ def build_batch(
             MAGIC_V2,
             0,
             attributes,
-            len(records) - 1,
-            base_ts,
-            max_ts,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
             producer_id,
             producer_epoch,
             base_sequence,
-            len(records),
+            count,
         )
     )
     batch = header + payload
