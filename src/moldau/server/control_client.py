@@ -80,7 +80,7 @@ async def roundtrip(
     return memoryview(frame)[r.pos :]
 
 
-class Connection:
+class _Connection:
     def __init__(
         self, address: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
@@ -117,7 +117,7 @@ class NetworkTransport:
         self._reachable = reachable
         self._resolve = resolve
         self._timeout_s = timeout_ms / 1000
-        self._connections: dict[int, Connection] = {}
+        self._connections: dict[int, _Connection] = {}
         # Connections closed but maybe not yet shut down (TLS says goodbye first),
         # each a task that ends when its socket is closed: close() waits for them, so
         # that a loop closed right after (a tool's) leaks no socket.
@@ -177,7 +177,7 @@ class NetworkTransport:
             peer=f"broker {broker_id}",
         )
 
-    async def _connection(self, broker_id: int) -> Connection:
+    async def _connection(self, broker_id: int) -> _Connection:
         address = self._resolve(broker_id)
         if address is None:
             raise ConnectionError(f"broker {broker_id} has no known endpoint")
@@ -195,12 +195,12 @@ class NetworkTransport:
             reader, writer = await asyncio.open_connection(
                 *address, ssl=self._ssl, server_hostname=address[0]
             )
-        conn = self._connections[broker_id] = Connection(address, reader, writer)
+        conn = self._connections[broker_id] = _Connection(address, reader, writer)
         if self._authenticate is not None:
             await self._login(conn)
         return conn
 
-    async def _login(self, conn: Connection) -> None:
+    async def _login(self, conn: _Connection) -> None:
         assert self._authenticate is not None
         started = self._clock.monotonic_ms()  # the server counts from a little later
         lifetime = await self._authenticate(conn.reader, conn.writer)
