@@ -179,3 +179,79 @@ def test_bad_writes_fail_naming_the_problem(
         writer = writer.option(k, v)
     with pytest.raises(Exception, match=message):
         writer.mode(mode).save()
+
+
+def consume_stamped(bootstrap: str, topic: str, partitions: int, n: int) -> list[Any]:
+    """(partition, key, value, headers, (timestamp type, timestamp)) of n records."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[Any] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append((m.partition(), m.key(), m.value(), m.headers(), m.timestamp()))
+        assert c.poll(1.0) is None, f"more than {n} records"
+    finally:
+        c.close()
+    return got
+
+
+def test_the_batch_path_writes_what_the_client_path_writes(
+    spark: Any, bootstrap: str, topic_name: str
+) -> None:
+    """Keys to murmur2's partitions, a partition column's rows to theirs, keyless
+    rows anywhere, null keys and values kept, no headers, CreateTime stamps of the
+    write's time: on both paths alike."""
+    n = 3000
+    rows = [
+        (
+            None if i % 7 == 0 else f"key-{i}",
+            # (key, value) names a row: no row has neither.
+            None if i % 11 == 0 and i % 7 else b"value-%d" % i,
+            i % 4 if i % 5 == 0 else None,
+        )
+        for i in range(n)
+    ]
+    df = spark.createDataFrame(rows, "key string, value binary, partition int").repartition(2)
+    written = {}
+    for path in ("client", "batch"):
+        topic = f"{topic_name}-{path}"
+        create_topic(bootstrap, topic, partitions=4)
+        before = int(time.time() * 1000)
+        (
+            df.write.format("moldau")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .option("writePath", path)
+            .mode("append")
+            .save()
+        )
+        after = int(time.time() * 1000)
+        got = consume_stamped(bootstrap, topic, 4, n)
+        assert {stamp[0] for *_, stamp in got} == {1}  # CreateTime
+        assert all(before <= stamp[1] <= after for *_, stamp in got)
+        assert all(headers is None for _, _, _, headers, _ in got)
+        written[path] = got
+    client, batch = written["client"], written["batch"]
+    # Rows with a key or a partition land alike; keyless ones may land anywhere.
+    placed = {
+        (f"key-{i}".encode() if k else None, v)
+        for i, (k, v, p) in enumerate(rows)
+        if k or p is not None
+    }
+
+    def where(got: list[Any]) -> list[Any]:
+        return sorted(((r[1], r[2], r[0]) for r in got if (r[1], r[2]) in placed), key=repr)
+
+    assert len(where(batch)) == len(placed)
+    assert where(batch) == where(client)
+    assert sorted(((r[1], r[2]) for r in batch), key=repr) == sorted(
+        ((r[1], r[2]) for r in client), key=repr
+    )
+    # The batch path stamps each Arrow batch's records of a partition alike (a task
+    # here has one Arrow batch): it did write these, it did not fall back.
+    for p in range(4):
+        assert len({r[4][1] for r in batch if r[0] == p}) <= 2

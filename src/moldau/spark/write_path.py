@@ -41,6 +41,12 @@ SERVED = frozenset(
         "queue.buffering.max.messages",
         "queue.buffering.max.kbytes",
         "security.protocol",
+        # librdkafka's logging (the data source sets log_level): nothing to log here.
+        "log_level",
+        "debug",
+        # Retries go on until delivery.timeout.ms here, with a backoff of its own.
+        "retries",
+        "retry.backoff.ms",
     }
 )
 #: Values of settings the batch path serves only so.
