@@ -98,6 +98,7 @@ def refusal(config: dict[str, str], **columns: bool) -> str | None:
 def test_the_batch_path_refuses_what_it_does_not_serve() -> None:
     assert refusal({}) is None
     assert refusal({"acks": "all", "linger.ms": "5", "partitioner": "murmur2_random"}) is None
+    assert "acks=1" in (refusal({"acks": "1"}) or "")
     assert "SASL_SSL" in (refusal({"security.protocol": "SASL_SSL"}) or "")
     assert "compression.type=lz4" in (refusal({"compression.type": "lz4"}) or "")
     assert "partitioner=consistent" in (refusal({"partitioner": "consistent"}) or "")

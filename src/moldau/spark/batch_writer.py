@@ -73,20 +73,17 @@ class WriteSettings:
 
     bootstrap: list[Address]
     client_id: str
-    acks: int
     request_timeout_s: float
     delivery_timeout_s: float
 
     @classmethod
     def of(cls, client_config: Mapping[str, str]) -> WriteSettings:
         c = client_config
-        acks = c.get("acks", "all").strip().lower()
         request_ms = c.get("request.timeout.ms") or c.get("socket.timeout.ms") or "30000"
         delivery_ms = c.get("delivery.timeout.ms") or c.get("message.timeout.ms") or "120000"
         return cls(
             parse_bootstrap(c["bootstrap.servers"]),
             c.get("client.id", "moldau-spark"),
-            -1 if acks in ("all", "-1") else int(acks),
             int(request_ms) / 1000,
             int(delivery_ms) / 1000,
         )
@@ -113,12 +110,15 @@ class BatchWriter:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        connect: Callable[[Address, str, float], Connection] | None = None,
     ) -> None:
+        """`connect`: opens a connection with versions agreed (tests pass a fake)."""
         self.settings = WriteSettings.of(client_config)
         self.topic = topic
         self._clock = clock
         self._sleep = sleep
         self._now_ms = now_ms
+        self._open = connect or open_connection
         self._conns: dict[Address, Connection] = {}
         self._leaders: dict[int, Address] = {}
         self._sequences: dict[int, int] = {}
@@ -137,15 +137,7 @@ class BatchWriter:
     def _connect(self, address: Address) -> Connection:
         conn = self._conns.get(address)
         if conn is None:
-            try:
-                conn = Connection(address, self.settings.client_id, self.settings.request_timeout_s)
-            except OSError as e:
-                raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
-            try:
-                conn.agree_versions(VERSIONS)
-            except BaseException:
-                conn.close()
-                raise
+            conn = self._open(address, self.settings.client_id, self.settings.request_timeout_s)
             self._conns[address] = conn
         return conn
 
@@ -302,7 +294,7 @@ class BatchWriter:
     def _request(self, group: dict[int, bytes]) -> dict[str, Any]:
         return {
             "transactional_id": None,
-            "acks": self.settings.acks,
+            "acks": -1,
             "timeout": int(self.settings.request_timeout_s * 1000),
             "topic_data": [
                 {
@@ -314,8 +306,6 @@ class BatchWriter:
 
     def _answer(self, pending: _Pending) -> dict[int, int]:
         """Each partition's error in the answer (network_exception for all if none came)."""
-        if self.settings.acks == 0:
-            return dict.fromkeys(pending.batches, int(ErrorCode.none))
         try:
             answer = pending.conn.receive(ApiKey.PRODUCE, pending.version)
         except BrokerError:
@@ -386,6 +376,19 @@ class BatchWriter:
         """Drop what is in flight (the task failed)."""
         self._pending = []
         self._close_connections()
+
+
+def open_connection(address: Address, client_id: str, timeout_s: float) -> Connection:
+    try:
+        conn = Connection(address, client_id, timeout_s)
+    except OSError as e:
+        raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
+    try:
+        conn.agree_versions(VERSIONS)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _name(error: int) -> str:

@@ -29,7 +29,6 @@ SERVED = frozenset(
     {
         "bootstrap.servers",
         "client.id",
-        "acks",
         "request.timeout.ms",
         "socket.timeout.ms",
         "delivery.timeout.ms",
@@ -51,6 +50,8 @@ SERVED = frozenset(
 )
 #: Values of settings the batch path serves only so.
 _ONLY = {
+    # The client path's producer is idempotent, which librdkafka allows with acks=all only.
+    "acks": ("all", "-1"),
     "compression.type": ("none",),
     "compression.codec": ("none",),
     "partitioner": ("murmur2_random",),
