@@ -275,21 +275,30 @@ class BatchWriter:
         self._send(batches)
         self.count += n
 
-    def _send(self, batches: dict[int, bytes]) -> None:
-        by_leader: dict[Address, dict[int, bytes]] = {}
+    def _by_leader(self, batches: dict[int, bytes]) -> dict[Address, dict[int, bytes]]:
+        out: dict[Address, dict[int, bytes]] = {}
         for p, b in batches.items():
-            by_leader.setdefault(self._leaders[p], {})[p] = b
-        for address, group in by_leader.items():
+            out.setdefault(self._leaders[p], {})[p] = b
+        return out
+
+    def _send_to(self, address: Address, group: dict[int, bytes]) -> _Pending:
+        """A Produce request of `group` to `address`; BrokerError if it cannot go."""
+        try:
+            conn = self._connect(address)
+            version = conn.versions[ApiKey.PRODUCE]
+            conn.send(ApiKey.PRODUCE, version, self._request(group))
+        except BrokerError:
+            self._drop(address)
+            raise
+        return _Pending(conn, version, group)
+
+    def _send(self, batches: dict[int, bytes]) -> None:
+        for address, group in self._by_leader(batches).items():
             try:
-                conn = self._connect(address)
-                version = conn.versions[ApiKey.PRODUCE]
-                conn.send(ApiKey.PRODUCE, version, self._request(group))
+                self._pending.append(self._send_to(address, group))
             except BrokerError:
-                self._drop(address)
                 # Sent again, synchronously, by the retry loop.
                 self._retry(group, "the leader could not be reached")
-                continue
-            self._pending.append(_Pending(conn, version, group))
 
     def _request(self, group: dict[int, bytes]) -> dict[str, Any]:
         return {
@@ -345,19 +354,13 @@ class BatchWriter:
                 )
             self._sleep(_BACKOFF_S)
             self._load_leaders()
-            by_leader: dict[Address, dict[int, bytes]] = {}
-            for p, b in failed.items():
-                by_leader.setdefault(self._leaders[p], {})[p] = b
-            for address, group in by_leader.items():
+            for address, group in self._by_leader(failed).items():
                 try:
-                    conn = self._connect(address)
-                    version = conn.versions[ApiKey.PRODUCE]
-                    conn.send(ApiKey.PRODUCE, version, self._request(group))
+                    pending = self._send_to(address, group)
                 except BrokerError as unreachable:
-                    self._drop(address)
                     why = str(unreachable)
                     continue
-                for p, error in self._answer(_Pending(conn, version, group)).items():
+                for p, error in self._answer(pending).items():
                     if error in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
                         del failed[p]
                     elif error not in RETRIABLE:

@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from moldau.protocol.records import zigzag
+
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -54,29 +56,19 @@ class BinaryColumn:
         return bytes(self.data[self.offsets[row] : self.offsets[row + 1]])
 
 
-def _zigzag_varint(v: int) -> bytes:
-    z = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def build_py(key: BinaryColumn | None, value: BinaryColumn, rows: I64) -> bytes:
     """The records (timestamp delta 0, offset delta i, no headers) of `rows`."""
     out = bytearray()
     for i, row in enumerate(rows.tolist()):
-        body = bytearray(b"\x00\x00") + _zigzag_varint(i)
+        body = bytearray(b"\x00\x00") + zigzag(i)
         for column in (key, value):
             field = None if column is None else column.get(row)
             if field is None:
-                body += _zigzag_varint(-1)
+                body += zigzag(-1)
             else:
-                body += _zigzag_varint(len(field)) + field
+                body += zigzag(len(field)) + field
         body += b"\x00"
-        out += _zigzag_varint(len(body)) + body
+        out += zigzag(len(body)) + body
     return bytes(out)
 
 
