@@ -29,6 +29,8 @@ class ScriptedCluster:
         self.refusals: dict[int, list[int]] = {}
         self.accepted: dict[int, list[bytes]] = {}
         self.sent: list[tuple[Address, int, bytes]] = []
+        #: The broker's idempotence check: the sequence it takes next, per partition.
+        self.next_sequence: dict[int, int] = {}
 
     def connect(self, address: Address, _client_id: str, _timeout: float) -> Connection:
         return cast(Connection, FakeConnection(self, address))
@@ -39,7 +41,7 @@ class FakeConnection:
         self.cluster = cluster
         self.address = address
         self.versions = {ApiKey.PRODUCE: 9, ApiKey.METADATA: 12, ApiKey.INIT_PRODUCER_ID: 4}
-        self.answer: Any = None
+        self.answers: list[Any] = []  # in the order the requests came
 
     def close(self) -> None:
         pass
@@ -54,35 +56,43 @@ class FakeConnection:
             brokers = [NS(node_id=i, host=a[0], port=a[1]) for i, a in enumerate((A, B))]
             ids = {A: 0, B: 1}
             partitions = [NS(partition_index=p, leader_id=ids[a]) for p, a in c.leaders.items()]
-            self.answer = NS(
-                brokers=brokers,
-                topics=[NS(name="t", error_code=0, partitions=partitions)],
+            self.answers.append(
+                NS(brokers=brokers, topics=[NS(name="t", error_code=0, partitions=partitions)])
             )
         elif api_key == ApiKey.INIT_PRODUCER_ID:
-            self.answer = NS(error_code=0, producer_id=42, producer_epoch=3)
+            self.answers.append(NS(error_code=0, producer_id=42, producer_epoch=3))
         else:
             results = []
             for part in fields["topic_data"][0]["partition_data"]:
                 p, records = part["index"], part["records"]
                 c.sent.append((self.address, p, records))
                 queue = c.refusals.get(p, [])
+                header = BatchHeader.parse(records)
+                expected = c.next_sequence.get(p, 0)
                 if c.leaders[p] != self.address:
                     error = int(ErrorCode.not_leader_or_follower)
                 elif queue:
                     error = queue.pop(0)
+                elif header.base_sequence < expected:
+                    error = int(ErrorCode.duplicate_sequence_number)
+                elif header.base_sequence > expected:
+                    error = int(ErrorCode.out_of_order_sequence_number)
                 else:
                     error = 0
                     c.accepted.setdefault(p, []).append(records)
+                    c.next_sequence[p] = expected + header.records_count
                 results.append(NS(index=p, error_code=error))
-            self.answer = NS(responses=[NS(name="t", partition_responses=results)])
+            self.answers.append(NS(responses=[NS(name="t", partition_responses=results)]))
 
     def receive(self, _api_key: int, _version: int) -> Any:
-        return self.answer
+        return self.answers.pop(0)
 
 
-def writer(cluster: ScriptedCluster, clock: Callable[[], float] | None = None) -> BatchWriter:
+def writer(
+    cluster: ScriptedCluster, clock: Callable[[], float] | None = None, batch_size: int = 10**6
+) -> BatchWriter:
     return BatchWriter(
-        {"bootstrap.servers": "a:1", "delivery.timeout.ms": "1000"},
+        {"bootstrap.servers": "a:1", "delivery.timeout.ms": "1000", "batch.size": str(batch_size)},
         "t",
         clock=clock or (lambda: 0.0),
         sleep=lambda _s: None,
@@ -165,3 +175,34 @@ def test_a_partition_the_topic_lacks_fails_the_task() -> None:
     w = writer(ScriptedCluster({0: A}))
     with pytest.raises(ProduceFailed, match="partition 3 of t does not exist"):
         w.write(rows((3, b"a")))
+
+
+def test_rows_over_batch_size_go_in_several_batches_in_order() -> None:
+    cluster = ScriptedCluster({0: A})
+    w = writer(cluster, batch_size=1000)
+    w.write(rows(*[(0, b"%04d" % i + b"x" * 96) for i in range(50)]))
+    w.close()
+    batches = cluster.accepted[0]
+    assert len(batches) > 5 and all(len(b) <= 1000 + 61 for b in batches)
+    assert [BatchHeader.parse(b).base_sequence for b in batches][:2] == [0, 8]
+    values = [r.value for b in batches for r in iter_records(b)]
+    assert values == [b"%04d" % i + b"x" * 96 for i in range(50)]
+    # A record larger than a batch goes alone.
+    w = writer(cluster := ScriptedCluster({0: A}), batch_size=10)
+    w.write(rows((0, b"x" * 100), (0, b"y" * 100)))
+    w.close()
+    assert [[r.value for r in iter_records(b)] for b in cluster.accepted[0]] == [
+        [b"x" * 100],
+        [b"y" * 100],
+    ]
+
+
+def test_batches_in_flight_after_a_refused_one_are_sent_again_after_it() -> None:
+    cluster = ScriptedCluster({0: A})
+    w = writer(cluster, batch_size=1000)
+    cluster.refusals[0] = [int(ErrorCode.not_enough_replicas)]
+    w.write(rows(*[(0, b"%04d" % i + b"x" * 96) for i in range(50)]))
+    w.close()
+    # The first was refused, the others out of order; all went again, in order.
+    values = [r.value for b in cluster.accepted[0] for r in iter_records(b)]
+    assert values == [b"%04d" % i + b"x" * 96 for i in range(50)]

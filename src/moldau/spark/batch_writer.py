@@ -75,6 +75,9 @@ class WriteSettings:
     client_id: str
     request_timeout_s: float
     delivery_timeout_s: float
+    #: The most bytes of records in one batch (librdkafka's batch.size default, as on
+    #: the client path); the broker refuses batches over its max.message.bytes.
+    batch_bytes: int = 1_000_000
 
     @classmethod
     def of(cls, client_config: Mapping[str, str]) -> WriteSettings:
@@ -86,6 +89,7 @@ class WriteSettings:
             c.get("client.id", "moldau-spark"),
             int(request_ms) / 1000,
             int(delivery_ms) / 1000,
+            int(c.get("batch.size") or 1_000_000),
         )
 
 
@@ -253,26 +257,29 @@ class BatchWriter:
                 f"(it has {len(self._leaders)})"
             )
         order = np.argsort(parts, kind="stable")
-        sorted_parts = parts[order]
-        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        bounds = np.flatnonzero(np.diff(parts[order])) + 1
+        sizes = _record_sizes(key, value)
         stamp = self._now_ms()
-        batches: dict[int, bytes] = {}
+        chunks: dict[int, list[bytes]] = {}
         for rows in np.split(order, bounds):
             p = int(parts[rows[0]])
-            sequence = self._sequences.get(p, 0)
-            batches[p] = wrap_records(
-                record_build.build(key, value, rows.astype(np.int64)),
-                len(rows),
-                base_timestamp=stamp,
-                max_timestamp=stamp,
-                producer_id=self._producer_id,
-                producer_epoch=self._epoch,
-                base_sequence=sequence,
-            )
-            # Kafka's sequences wrap at Integer.MAX_VALUE.
-            self._sequences[p] = (sequence + len(rows)) & 0x7FFFFFFF
+            for chunk in _split(rows, sizes, self.settings.batch_bytes):
+                sequence = self._sequences.get(p, 0)
+                chunks.setdefault(p, []).append(
+                    wrap_records(
+                        record_build.build(key, value, chunk.astype(np.int64)),
+                        len(chunk),
+                        base_timestamp=stamp,
+                        max_timestamp=stamp,
+                        producer_id=self._producer_id,
+                        producer_epoch=self._epoch,
+                        base_sequence=sequence,
+                    )
+                )
+                # Kafka's sequences wrap at Integer.MAX_VALUE.
+                self._sequences[p] = (sequence + len(chunk)) & 0x7FFFFFFF
         self._complete()
-        self._send(batches)
+        self._send(chunks)
         self.count += n
 
     def _by_leader(self, batches: dict[int, bytes]) -> dict[Address, dict[int, bytes]]:
@@ -292,13 +299,24 @@ class BatchWriter:
             raise
         return _Pending(conn, version, group)
 
-    def _send(self, batches: dict[int, bytes]) -> None:
-        for address, group in self._by_leader(batches).items():
-            try:
-                self._pending.append(self._send_to(address, group))
-            except BrokerError:
-                # Sent again, synchronously, by the retry loop.
-                self._retry(group, "the leader could not be reached")
+    def _send(self, chunks: dict[int, list[bytes]]) -> None:
+        """Each partition's batches in order, one a request (Produce v3 and later
+        take one batch a partition), all in flight until the next write."""
+        unsent: dict[int, list[bytes]] = {}
+        for j in range(max(len(c) for c in chunks.values())):
+            group = {p: c[j] for p, c in chunks.items() if j < len(c)}
+            for p in [p for p in group if p in unsent]:
+                unsent[p].append(group.pop(p))  # after its partition's unsent one
+            for address, leaders_group in self._by_leader(group).items():
+                try:
+                    self._pending.append(self._send_to(address, leaders_group))
+                except BrokerError:
+                    for p, b in leaders_group.items():
+                        unsent.setdefault(p, []).append(b)
+        if unsent:
+            # What is in flight goes first, then these, in order, synchronously.
+            self._complete()
+            self._retry(unsent, "the leader could not be reached")
 
     def _request(self, group: dict[int, bytes]) -> dict[str, Any]:
         return {
@@ -329,44 +347,58 @@ class BatchWriter:
         return errors
 
     def _complete(self) -> None:
-        """Read every answer in flight; send again what a retriable error refused."""
+        """Read every answer in flight; send again, in order, what a retriable
+        error refused and what its partition had in flight after it."""
         pending, self._pending = self._pending, []
-        failed: dict[int, bytes] = {}
+        failed: dict[int, list[bytes]] = {}
         error = ErrorCode.none
         for request in pending:
             for p, e in self._answer(request).items():
+                if p in failed:
+                    # Refused as out of order after the failed one, or not seen:
+                    # it goes again after it.
+                    if e not in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
+                        failed[p].append(request.batches[p])
+                    continue
                 if e in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
                     continue
                 if e not in RETRIABLE:
                     raise ProduceFailed(f"writing to {self.topic}-{p}: {_name(e)}")
-                failed[p] = request.batches[p]
+                failed[p] = [request.batches[p]]
                 error = ErrorCode(e)
         if failed:
             self._retry(failed, _name(error))
 
-    def _retry(self, failed: dict[int, bytes], why: str) -> None:
-        """Send `failed` again, one request at a time, until accepted or timed out."""
+    def _retry(self, queues: dict[int, list[bytes]], why: str) -> None:
+        """Send each partition's queued batches again, in order, one request at a
+        time, until accepted or delivery.timeout.ms passed."""
         deadline = self._clock() + self.settings.delivery_timeout_s
-        while failed:
+        refused = True
+        while queues:
             if self._clock() > deadline:
                 raise ProduceFailed(
                     f"writing to {self.topic}: {why}, still after delivery.timeout.ms"
                 )
-            self._sleep(_BACKOFF_S)
-            self._load_leaders()
-            for address, group in self._by_leader(failed).items():
+            if refused:
+                self._sleep(_BACKOFF_S)
+                self._load_leaders()
+            refused = False
+            heads = {p: q[0] for p, q in queues.items()}
+            for address, group in self._by_leader(heads).items():
                 try:
                     pending = self._send_to(address, group)
                 except BrokerError as unreachable:
-                    why = str(unreachable)
+                    why, refused = str(unreachable), True
                     continue
                 for p, error in self._answer(pending).items():
                     if error in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
-                        del failed[p]
+                        queues[p].pop(0)
+                        if not queues[p]:
+                            del queues[p]
                     elif error not in RETRIABLE:
                         raise ProduceFailed(f"writing to {self.topic}-{p}: {_name(error)}")
                     else:
-                        why = _name(error)
+                        why, refused = _name(error), True
 
     def close(self) -> None:
         """Wait for every answer; raise the first failure."""
@@ -379,6 +411,29 @@ class BatchWriter:
         """Drop what is in flight (the task failed)."""
         self._pending = []
         self._close_connections()
+
+
+def _record_sizes(key: record_build.BinaryColumn | None, value: record_build.BinaryColumn) -> Any:
+    """Each row's record size, at most: its key and value and 25 bytes of varints."""
+    sizes = np.diff(value.offsets).astype(np.int64) + 25
+    if key is not None:
+        sizes += np.diff(key.offsets)
+    return sizes
+
+
+def _split(rows: Any, sizes: Any, limit: int) -> list[Any]:
+    """`rows` in runs of at most `limit` bytes of records (a larger record alone)."""
+    total = np.cumsum(sizes[rows])
+    if total[-1] <= limit:
+        return [rows]
+    out = []
+    start, base = 0, 0
+    while start < len(rows):
+        end = max(int(np.searchsorted(total, base + limit, side="right")), start + 1)
+        out.append(rows[start:end])
+        base = int(total[end - 1])
+        start = end
+    return out
 
 
 def open_connection(address: Address, client_id: str, timeout_s: float) -> Connection:
