@@ -255,3 +255,31 @@ def test_the_batch_path_writes_what_the_client_path_writes(
     # here has one Arrow batch): it did write these, it did not fall back.
     for p in range(4):
         assert len({r[4][1] for r in batch if r[0] == p}) <= 2
+
+
+def test_the_batch_path_sends_large_arrow_batches_in_order(bootstrap: str, topic_name: str) -> None:
+    """Arrow batches of 10 MB (10,000 rows of 1 KiB) go as batches under the
+    broker's max.message.bytes, several requests in flight on one connection, and
+    come back whole and in order (no Spark: the task's writer in this process)."""
+    import pyarrow as pa
+
+    from moldau.spark.batch_writer import BatchWriter
+
+    create_topic(bootstrap, topic_name, partitions=2)
+    writer = BatchWriter({"bootstrap.servers": bootstrap}, topic_name)
+    for start in range(0, 30_000, 10_000):
+        ids = range(start, start + 10_000)
+        writer.write(
+            pa.record_batch(
+                [
+                    pa.array([i % 2 for i in ids], pa.int32()),
+                    pa.array([b"%06d" % i + b"x" * 1018 for i in ids], pa.binary()),
+                ],
+                names=["partition", "value"],
+            )
+        )
+    writer.close()
+    got = consume_all(bootstrap, topic_name, 2, 30_000)
+    assert [(p, v[:6]) for p, _, v, _ in got] == [
+        (p, b"%06d" % i) for p in (0, 1) for i in range(p, 30_000, 2)
+    ]

@@ -31,6 +31,7 @@ class ScriptedCluster:
         self.sent: list[tuple[Address, int, bytes]] = []
         #: The broker's idempotence check: the sequence it takes next, per partition.
         self.next_sequence: dict[int, int] = {}
+        self.most_unanswered = 0
 
     def connect(self, address: Address, _client_id: str, _timeout: float) -> Connection:
         return cast(Connection, FakeConnection(self, address))
@@ -83,6 +84,7 @@ class FakeConnection:
                     c.next_sequence[p] = expected + header.records_count
                 results.append(NS(index=p, error_code=error))
             self.answers.append(NS(responses=[NS(name="t", partition_responses=results)]))
+        c.most_unanswered = max(c.most_unanswered, len(self.answers))
 
     def receive(self, _api_key: int, _version: int) -> Any:
         return self.answers.pop(0)
@@ -184,6 +186,7 @@ def test_rows_over_batch_size_go_in_several_batches_in_order() -> None:
     w.close()
     batches = cluster.accepted[0]
     assert len(batches) > 5 and all(len(b) <= 1000 + 61 for b in batches)
+    assert cluster.most_unanswered == 5  # Kafka's limit of requests in flight
     assert [BatchHeader.parse(b).base_sequence for b in batches][:2] == [0, 8]
     values = [r.value for b in batches for r in iter_records(b)]
     assert values == [b"%04d" % i + b"x" * 96 for i in range(50)]

@@ -44,6 +44,10 @@ VERSIONS = {
     ApiKey.INIT_PRODUCER_ID: (0, 4),
 }
 _BACKOFF_S = 0.1
+#: Produce requests in flight at most: a broker remembers the last five batches of
+#: a producer a partition, so a retry of an older one would be out of order (the
+#: Java producer's limit with idempotence, max.in.flight.requests.per.connection).
+MAX_IN_FLIGHT = 5
 
 #: Errors after which the same batch is sent again (the Java producer's retriable
 #: ones a Produce answer carries), after looking the leaders up again.
@@ -308,6 +312,8 @@ class BatchWriter:
             for p in [p for p in group if p in unsent]:
                 unsent[p].append(group.pop(p))  # after its partition's unsent one
             for address, leaders_group in self._by_leader(group).items():
+                if len(self._pending) >= MAX_IN_FLIGHT:
+                    self._complete()
                 try:
                     self._pending.append(self._send_to(address, leaders_group))
                 except BrokerError:

@@ -10,6 +10,7 @@ PLAINTEXT: a task whose settings ask for more reads through confluent-kafka
 
 from __future__ import annotations
 
+import collections
 import socket
 import struct
 from collections.abc import Mapping, Sequence
@@ -79,6 +80,8 @@ class Connection:
         self.sock = socket.create_connection(address, timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.correlation = 0
+        #: Correlation ids of the requests sent and not yet answered, oldest first.
+        self.unanswered: collections.deque[int] = collections.deque()
         self.versions: dict[int, int] = {}
 
     def close(self) -> None:
@@ -108,8 +111,8 @@ class Connection:
         return self.receive(api_key, version)
 
     def send(self, api_key: int, version: int, fields: Mapping[str, Any]) -> None:
-        """A request whose answer `receive` reads later (the producer keeps one in
-        flight while it builds the next)."""
+        """A request whose answer `receive` reads later (the producer keeps its
+        requests in flight while it builds the next ones)."""
         cls = _request_class(api_key, version)
         assert cls is not None
         body = encode_body(build_entity(cls, fields))
@@ -117,17 +120,19 @@ class Connection:
             self.sock.sendall(self._frame(api_key, version, body, is_flexible(api_key, version)))
         except OSError as e:
             raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
+        self.unanswered.append(self.correlation)
 
     def receive(self, api_key: int, version: int) -> Any:
-        """The answer to the last request sent."""
+        """The answer to the oldest request not yet answered (answers come in order)."""
         try:
             (size,) = _I32.unpack(self._read_exactly(4))
             frame = self._read_exactly(size)
         except OSError as e:
             raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
         (correlation,) = _I32.unpack_from(frame)
-        if correlation != self.correlation:
-            raise BrokerError(f"answer {correlation} to request {self.correlation}")
+        expected = self.unanswered.popleft() if self.unanswered else None
+        if correlation != expected:
+            raise BrokerError(f"answer {correlation} to request {expected}")
         pos = 4
         # Response header v1 (flexible, but never ApiVersions'): its tagged fields.
         if is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS:
