@@ -527,6 +527,7 @@ def writes_only(spark: Any, bootstrap: str, n: int, rounds: int, loads: list[str
     create_topic(bootstrap, "warm-up", PARTITIONS)
     batch_write(spark, bootstrap, "warm-up", min(n, 100_000))
     register_null_sink(spark)
+    null_write(spark, min(n, 100_000))
     results: dict[str, list[float]] = {}
     for r in range(rounds):
         rates = {"data sink ceiling (Python sink drops the rows)": timed(n, null_write, spark, n)}
