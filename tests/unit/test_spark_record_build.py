@@ -19,7 +19,7 @@ from moldau.spark.writer import WriteColumns
 
 pytest.importorskip("pyarrow")
 
-needs_c = pytest.mark.skipif(not record_build.HAVE_C, reason="the C helper is not built")
+needs_c = pytest.mark.skipif(not record_build.COMPILED, reason="the C helper is not built")
 
 #: Kafka's own murmur2 test vectors (UtilsTest), as signed 32-bit values.
 KAFKA_MURMUR2 = {
@@ -74,7 +74,7 @@ def test_records_equal_the_protocol_builders_and_read_back(nulls: bool, with_key
     rows = np.array(sorted(rng.sample(range(n), 150)), dtype=np.int64)
     expected_pairs = [(keys[r], values[r]) for r in rows.tolist()]
     body = build_py(key_col, value_col, rows)
-    if record_build.HAVE_C:
+    if record_build.COMPILED:
         assert record_build.build(key_col, value_col, rows) == body
     batch = wrap_records(body, len(rows), base_timestamp=1234, max_timestamp=1234)
     assert batch == build_batch(expected_pairs, timestamp=1234)

@@ -138,6 +138,6 @@ def _load_c() -> tuple[Build, Partition] | None:
 
 _C = _load_c()
 #: Whether the C helper is in use (the tests check both ways against each other).
-HAVE_C = _C is not None
+COMPILED = _C is not None
 build: Build = _C[0] if _C is not None else build_py
 key_partitions: Partition = _C[1] if _C is not None else partitions_py
