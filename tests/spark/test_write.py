@@ -283,3 +283,20 @@ def test_the_batch_path_sends_large_arrow_batches_in_order(bootstrap: str, topic
     assert [(p, v[:6]) for p, _, v, _ in got] == [
         (p, b"%06d" % i) for p in (0, 1) for i in range(p, 30_000, 2)
     ]
+
+
+def test_the_batch_path_writes_to_a_topic_the_broker_creates(
+    bootstrap: str, topic_name: str
+) -> None:
+    """A topic that does not exist yet is made by the broker (auto.create.topics.enable),
+    as for the client path's producer."""
+    import pyarrow as pa
+
+    from moldau.spark.batch_writer import BatchWriter
+
+    writer = BatchWriter(
+        {"bootstrap.servers": bootstrap, "delivery.timeout.ms": "20000"}, topic_name
+    )
+    writer.write(pa.record_batch([pa.array([b"v"], pa.binary())], names=["value"]))
+    writer.close()
+    assert [v for _, _, v, _ in consume_all(bootstrap, topic_name, 1, 1)] == [b"v"]

@@ -176,7 +176,9 @@ class BatchWriter:
                 answer = conn.call(
                     ApiKey.METADATA,
                     conn.versions[ApiKey.METADATA],
-                    {"topics": [{"name": self.topic}], "allow_auto_topic_creation": False},
+                    # As a producer's (allow.auto.create.topics): a broker with
+                    # auto.create.topics.enable makes the topic, as for the client path.
+                    {"topics": [{"name": self.topic}], "allow_auto_topic_creation": True},
                 )
             except BrokerError as e:
                 self._close_connections()
