@@ -17,8 +17,6 @@ from moldau.spark.record_build import BinaryColumn, build_py, murmur2_py, partit
 from moldau.spark.write_path import batch_path_refusal
 from moldau.spark.writer import WriteColumns
 
-pytest.importorskip("pyarrow")
-
 needs_c = pytest.mark.skipif(not record_build.COMPILED, reason="the C helper is not built")
 
 #: Kafka's own murmur2 test vectors (UtilsTest), as signed 32-bit values.
