@@ -14,7 +14,9 @@ and for the first shape only, unless --reads-only:
 
 - data source ceiling: a Python data source that makes the same rows from memory
   as Arrow batches, into `noop` (what the Python Data Source API itself allows);
-- batch write: `spark.range(N)` as 100-byte values written with `format("moldau")`;
+- batch write: `spark.range(N)` as 100-byte records written with `format("moldau")`,
+  on the batch path (the default: tasks build record batches and produce them) and
+  on the client path (`writePath=client`, confluent-kafka per row);
 - stream copy: `readStream.format("moldau")` to `writeStream.format("moldau")`
   (Trigger.AvailableNow), every record read and written again;
 - stream write: Spark's rate-micro-batch source written with
@@ -22,6 +24,7 @@ and for the first shape only, unless --reads-only:
 
     .venv/bin/python bench/spark.py                   # both shapes, 2 rounds
     .venv/bin/python bench/spark.py --shapes 500000x100 --reads-only  # a short run
+    .venv/bin/python bench/spark.py --shapes 2000000x100 --writes-only  # writes only
     .venv/bin/python bench/spark.py --profile         # also profile one task's read
     .venv/bin/python bench/spark.py --record          # also append to bench/RESULTS.md
 
@@ -171,6 +174,38 @@ def register_ceiling(spark: Any, n: int) -> None:
     spark.dataSource.register(Ceiling)
 
 
+def register_null_sink(spark: Any) -> None:
+    """A Python data sink that takes the Arrow batches and drops them: the most a
+    Python sink can write on this machine (Spark making the rows and handing them
+    over), the ceiling of the batch write."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class Writer(DataSourceArrowWriter):
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+            for _ in iterator:
+                pass
+            return WriterCommitMessage()
+
+    class NullSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "nullsink"
+
+        def writer(self, schema: Any, overwrite: bool) -> Writer:
+            return Writer()
+
+    spark.dataSource.register(NullSink)
+
+
+def null_write(spark: Any, n: int) -> None:
+    df = spark.range(0, n, 1, PARTITIONS).selectExpr(
+        "cast(lpad(cast(id as string), 10, 'k') as binary) as key",
+        f"cast(repeat('x', {len(VALUE)}) as binary) as value",
+    )
+    df.write.format("nullsink").mode("append").save()
+
+
 def timed(n: int, run: Any, *args: Any) -> float:
     start = time.perf_counter()
     run(*args)
@@ -219,7 +254,7 @@ def ceiling_read(spark: Any) -> None:
     spark.read.format("ceiling").load().write.format("noop").mode("overwrite").save()
 
 
-def batch_write(spark: Any, bootstrap: str, topic: str, n: int) -> None:
+def batch_write(spark: Any, bootstrap: str, topic: str, n: int, path: str = "batch") -> None:
     df = spark.range(0, n, 1, PARTITIONS).selectExpr(
         "cast(lpad(cast(id as string), 10, 'k') as binary) as key",
         f"cast(repeat('x', {len(VALUE)}) as binary) as value",
@@ -228,6 +263,7 @@ def batch_write(spark: Any, bootstrap: str, topic: str, n: int) -> None:
         df.write.format("moldau")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
+        .option("writePath", path)
         .mode("append")
         .save()
     )
@@ -297,8 +333,14 @@ def shapes_of(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def table(title: str, results: dict[str, list[float]], rounds: int) -> str:
-    plain = results["plain confluent-kafka loop"]
+def table(
+    title: str,
+    results: dict[str, list[float]],
+    rounds: int,
+    base: str = "plain confluent-kafka loop",
+    versus: str = "plain loop",
+) -> str:
+    plain = results[base]
     lines = [
         f"| {name} | " + " | ".join(f"{x:,.0f}" for x in rates) + " | "
         + " | ".join(f"{x / p:.2f}x" for x, p in zip(rates, plain, strict=True)) + " |"
@@ -308,7 +350,7 @@ def table(title: str, results: dict[str, list[float]], rounds: int) -> str:
         f"| rows/s, {title} | "
         + " | ".join(f"round {i + 1}" for i in range(rounds))
         + " | "
-        + " | ".join(f"vs plain loop, round {i + 1}" for i in range(rounds))
+        + " | ".join(f"vs {versus}, round {i + 1}" for i in range(rounds))
         + " |\n|---|"
         + "---|" * (2 * rounds)
     )
@@ -320,7 +362,8 @@ def main() -> None:
     parser.add_argument("--shapes", default="5000000x100,1000000x1024")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--reads-only", action="store_true", help="skip writes and streams")
-    parser.add_argument("--profile", action="store_true", help="profile one task's read")
+    parser.add_argument("--writes-only", action="store_true", help="only the batch writes")
+    parser.add_argument("--profile", action="store_true", help="profile one task's read/write")
     parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
     args = parser.parse_args()
     shapes = shapes_of(args.shapes)
@@ -336,6 +379,13 @@ def main() -> None:
         for number, (n, size) in enumerate(shapes):
             topic = f"records-{size}"
             create_topic(bootstrap, topic, PARTITIONS)
+            if args.writes_only:
+                tables.append(writes_only(spark, bootstrap, n, args.rounds, loads))
+                if args.profile:
+                    for path in ("batch", "client"):
+                        profiles.append(profile_write(broker, n // PARTITIONS, path))
+                        print(profiles[-1], flush=True)
+                continue
             t = time.perf_counter()
             fill(bootstrap, topic, n, b"x" * (size - KEY_SIZE))
             took = time.perf_counter() - t
@@ -381,7 +431,9 @@ def main() -> None:
         with open(Path(__file__).parent / "RESULTS.md", "a") as f:
             f.write(
                 f"\n## Spark data source, {datetime.date.today()} ({machine})\n\n"
-                f"`bench/spark.py --shapes {args.shapes}`: local[2], one broker, 4 partitions. "
+                f"`bench/spark.py --shapes {args.shapes}"
+                f"{' --writes-only' if args.writes_only else ''}`: local[2], one broker, "
+                "4 partitions. "
                 f"Load average after each round: {'; '.join(loads)}.\n\n"
                 f"{text}\n{profile}"
             )
@@ -397,12 +449,16 @@ def other_measures(
     """The data source's other speeds, as before the fetching path (100 B records)."""
     sink, copy = f"written-{r}", f"copied-{r}"
     create_topic(bootstrap, sink, PARTITIONS)
+    create_topic(bootstrap, f"{sink}-client", PARTITIONS)
     create_topic(bootstrap, copy, PARTITIONS)
     create_topic(bootstrap, f"streamed-{r}", PARTITIONS)
     checkpoint = str(work / f"checkpoint-{r}")
     return {
         "data source ceiling -> noop": timed(n, ceiling_read, spark),
-        "batch write (spark.range)": timed(n, batch_write, spark, bootstrap, sink, n),
+        "batch write (spark.range), batch path": timed(n, batch_write, spark, bootstrap, sink, n),
+        "batch write (spark.range), client path": timed(
+            n, batch_write, spark, bootstrap, f"{sink}-client", n, "client"
+        ),
         "stream copy (read + write)": timed(
             n, stream_copy, spark, bootstrap, topic, copy, checkpoint
         ),
@@ -410,6 +466,88 @@ def other_measures(
             spark, bootstrap, f"streamed-{r}", f"{checkpoint}-rate", n
         ),
     }
+
+
+def profile_write(broker: BrokerProcess, rows: int, path: str, top: int = 8) -> str:
+    """One task's write of `rows` rows (Arrow batches of 10,000, as Spark hands them)
+    in this process under cProfile, with the CPU it and the broker spent."""
+    import pyarrow as pa
+
+    from moldau.spark.batch_writer import BatchWriter
+    from moldau.spark.options import WriteOptions
+    from moldau.spark.writer import RecordWriter, WriteColumns
+
+    topic = f"profiled-{path}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    k = 10_000
+    value = pa.array([VALUE] * k, pa.binary())
+    batches = [
+        pa.record_batch(
+            [pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()), value],
+            names=["key", "value"],
+        )
+        for lo in range(0, rows, k)
+    ]
+    config = {"bootstrap.servers": broker.bootstrap}
+    columns = WriteColumns(key=True, topic=False, partition=False, headers=False)
+    broker_cpu = broker_cpu_s(broker)
+    own_cpu = time.process_time()
+    profile = cProfile.Profile()
+    start = time.perf_counter()
+    profile.enable()
+    writer: Any = (
+        BatchWriter(config, topic)
+        if path == "batch"
+        else RecordWriter(WriteOptions(config, topic), columns)
+    )
+    for batch in batches:
+        writer.write(batch)
+    writer.close()
+    profile.disable()
+    took = time.perf_counter() - start
+    own_cpu = time.process_time() - own_cpu
+    broker_cpu = broker_cpu_s(broker) - broker_cpu
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+    body = [line for line in out.getvalue().splitlines() if line.strip()][-top - 1 :]
+    return (
+        f"{path} path, one task writing {len(batches) * k:,} rows in {took:.2f} s under "
+        f"cProfile; CPU: the task's process {own_cpu:.2f} s (Python and the client's "
+        f"threads), the broker {broker_cpu:.2f} s:\n" + "\n".join(body)
+    )
+
+
+def broker_cpu_s(broker: BrokerProcess) -> float:
+    fields = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def writes_only(spark: Any, bootstrap: str, n: int, rounds: int, loads: list[str]) -> str:
+    """The batch write on each path, side by side (and a warm-up write first)."""
+    create_topic(bootstrap, "warm-up", PARTITIONS)
+    batch_write(spark, bootstrap, "warm-up", min(n, 100_000))
+    register_null_sink(spark)
+    null_write(spark, min(n, 100_000))
+    results: dict[str, list[float]] = {}
+    for r in range(rounds):
+        rates = {"data sink ceiling (Python sink drops the rows)": timed(n, null_write, spark, n)}
+        for path in ("batch", "client"):
+            topic = f"written-{path}-{r}"
+            create_topic(bootstrap, topic, PARTITIONS)
+            rates[f"batch write (spark.range), {path} path"] = timed(
+                n, batch_write, spark, bootstrap, topic, n, path
+            )
+        for name, rate in rates.items():
+            results.setdefault(name, []).append(rate)
+            print(f"round {r + 1}: {name:42s} {rate:12,.0f} rows/s", flush=True)
+        loads.append(load())
+    return table(
+        f"{n:,} x 100 B records written",
+        results,
+        rounds,
+        "batch write (spark.range), client path",
+        "client path",
+    )
 
 
 if __name__ == "__main__":

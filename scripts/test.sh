@@ -19,7 +19,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 # A C compiler and Python's headers build the Spark source's record walk
-# (moldau.spark.record_walk), so the tests cover it beside its Python fallback.
+# (moldau.spark.record_walk) and the sink's record build (moldau.spark.record_build),
+# so the tests cover them beside their Python fallbacks.
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 "${PYTHON:-python3}" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
@@ -35,6 +36,7 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark]'
 .venv/bin/python -c 'from moldau.spark import record_walk as w; assert w.COMPILED, "the C record walk did not build"'
+.venv/bin/python -c 'from moldau.spark import record_build as b; assert b.COMPILED, "the C record build did not build"'
 # kio 0.5.0 (Kafka 3.x's schemas, with the versions Kafka 4.0 dropped) apart from the
 # kio the broker uses: tests/unit/test_legacy_schemas.py checks our bytes against it.
 [ -d .venv/kio-0.5.0/kio ] || .venv/bin/pip install -q --disable-pip-version-check \

@@ -121,6 +121,25 @@ def test_a_batch_larger_than_a_fetch_doubles_the_fetch() -> None:
     assert [b for _, b in client.fetched] == [FETCH_BYTES, 2 * FETCH_BYTES]
 
 
+def test_a_task_holds_one_fetch_of_its_byte_budget_at_a_time() -> None:
+    """Whatever the range's size, each fetch asks for max.partition.fetch.bytes and
+    its Arrow batch is handed to Spark before the next fetch is made."""
+    client = Scripted([answer(records(10 * i, 10), high=1000) for i in range(100)])
+    batches = read_range_fetching(
+        {"bootstrap.servers": "h:1", "max.partition.fetch.bytes": "65536"},
+        OffsetRange("t", 0, 0, 1000),
+        include_headers=False,
+        fail_on_data_loss=True,
+        poll_timeout_ms=5_000,
+        new_client=client,
+    )
+    for i, batch in enumerate(batches):
+        assert batch.num_rows == 10
+        assert len(client.fetched) == i + 1  # nothing fetched ahead of Spark
+    assert len(client.fetched) == 100
+    assert {b for _, b in client.fetched} == {65536}
+
+
 def test_a_range_ending_in_records_compaction_removed_ends_at_the_log_end() -> None:
     # Offsets 7 to 9 were compacted away: nothing past 7, and the log ends at 10.
     client = Scripted([answer(records(0, 7)), answer(high=10)])

@@ -100,6 +100,12 @@ def test_write_options() -> None:
             {**B, "exactlyOnce": "true", "kafka.transactional.id": "x"}, streaming=True
         )
     assert parse_write_options({**B, "exactlyOnce": "true"}, streaming=True).exactly_once
+    # Moldau's own: tasks build record batches themselves unless told otherwise.
+    assert parse_write_options({**B, "topic": "t"}, streaming=False).write_path == "batch"
+    client = parse_write_options({**B, "topic": "t", "writePath": "Client"}, streaming=True)
+    assert client.write_path == "client"
+    with pytest.raises(InvalidOptionError, match="writePath"):
+        parse_write_options({**B, "topic": "t", "writePath": "producer"}, streaming=False)
 
 
 def test_resolve_specific_offsets_and_timestamps() -> None:

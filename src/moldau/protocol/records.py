@@ -236,7 +236,7 @@ def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
     return (value >> 1) ^ -(value & 1), pos
 
 
-def _zigzag(v: int) -> bytes:
+def zigzag(v: int) -> bytes:
     z = (v << 1) ^ (v >> 63)
     out = bytearray()
     while z > 0x7F:
@@ -402,24 +402,55 @@ def build_batch(
         key, value = rec[0], rec[1]
         headers: Sequence[tuple[str, bytes | None]] = rec[2] if len(rec) == 3 else ()
         r = bytearray(b"\x00")
-        r += _zigzag(stamps[i] - base_ts)
-        r += _zigzag(i)
+        r += zigzag(stamps[i] - base_ts)
+        r += zigzag(i)
         for field in (key, value):
             if field is None:
-                r += _zigzag(-1)
+                r += zigzag(-1)
             else:
-                r += _zigzag(len(field)) + field
-        r += _zigzag(len(headers))
+                r += zigzag(len(field)) + field
+        r += zigzag(len(headers))
         for hk, hv in headers:
             hkb = hk.encode()
-            r += _zigzag(len(hkb)) + hkb
-            r += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
-        body += _zigzag(len(r)) + r
+            r += zigzag(len(hkb)) + hkb
+            r += zigzag(-1) if hv is None else zigzag(len(hv)) + hv
+        body += zigzag(len(r)) + r
     payload = compress(compression, bytes(body), compression_level)
+    return wrap_records(
+        payload,
+        len(records),
+        base_timestamp=base_ts,
+        max_timestamp=max(stamps) if stamps else timestamp,
+        base_offset=base_offset,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+        log_append_time=log_append_time,
+        transactional=transactional,
+    )
+
+
+def wrap_records(
+    payload: bytes,
+    count: int,
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+    transactional: bool = False,
+) -> bytes:
+    """A v2 batch of `count` records already encoded (and compressed) as `payload`."""
     attributes = int(compression) | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
     if transactional:
         attributes |= ATTR_TRANSACTIONAL
-    max_ts = max(stamps) if stamps else timestamp
     header = bytearray(
         _HEADER.pack(
             base_offset,
@@ -428,13 +459,13 @@ def build_batch(
             MAGIC_V2,
             0,
             attributes,
-            len(records) - 1,
-            base_ts,
-            max_ts,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
             producer_id,
             producer_epoch,
             base_sequence,
-            len(records),
+            count,
         )
     )
     batch = header + payload
@@ -506,16 +537,16 @@ def rebuild_batch(batch: Buffer, keep: Sequence[Record]) -> bytes:
     body = bytearray()
     for r in keep:
         rec = bytearray(b"\x00")
-        rec += _zigzag(r.timestamp - h.base_timestamp)
-        rec += _zigzag(r.offset - h.base_offset)
+        rec += zigzag(r.timestamp - h.base_timestamp)
+        rec += zigzag(r.offset - h.base_offset)
         for field in (r.key, r.value):
-            rec += _zigzag(-1) if field is None else _zigzag(len(field)) + field
-        rec += _zigzag(len(r.headers))
+            rec += zigzag(-1) if field is None else zigzag(len(field)) + field
+        rec += zigzag(len(r.headers))
         for hk, hv in r.headers:
             hkb = hk.encode()
-            rec += _zigzag(len(hkb)) + hkb
-            rec += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
-        body += _zigzag(len(rec)) + rec
+            rec += zigzag(len(hkb)) + hkb
+            rec += zigzag(-1) if hv is None else zigzag(len(hv)) + hv
+        body += zigzag(len(rec)) + rec
     payload = compress(h.compression, bytes(body))
     out = bytearray(batch[:HEADER_SIZE])
     struct.pack_into(">i", out, OFFSET_LENGTH, HEADER_SIZE - LOG_OVERHEAD + len(payload))

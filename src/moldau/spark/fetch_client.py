@@ -10,6 +10,7 @@ PLAINTEXT: a task whose settings ask for more reads through confluent-kafka
 
 from __future__ import annotations
 
+import collections
 import socket
 import struct
 from collections.abc import Mapping, Sequence
@@ -72,13 +73,15 @@ def parse_bootstrap(servers: str) -> list[Address]:
     return out
 
 
-class _Connection:
+class Connection:
     def __init__(self, address: Address, client_id: str, timeout_s: float) -> None:
         self.address = address
         self.client_id = client_id.encode()
         self.sock = socket.create_connection(address, timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.correlation = 0
+        #: Correlation ids of the requests sent and not yet answered, oldest first.
+        self.unanswered: collections.deque[int] = collections.deque()
         self.versions: dict[int, int] = {}
 
     def close(self) -> None:
@@ -104,32 +107,46 @@ class _Connection:
         return out
 
     def call(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
+        self.send(api_key, version, fields)
+        return self.receive(api_key, version)
+
+    def send(self, api_key: int, version: int, fields: Mapping[str, Any]) -> None:
+        """A request whose answer `receive` reads later (the producer keeps its
+        requests in flight while it builds the next ones)."""
         cls = _request_class(api_key, version)
         assert cls is not None
-        flexible = is_flexible(api_key, version)
         body = encode_body(build_entity(cls, fields))
         try:
-            self.sock.sendall(self._frame(api_key, version, body, flexible))
+            self.sock.sendall(self._frame(api_key, version, body, is_flexible(api_key, version)))
+        except OSError as e:
+            raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
+        self.unanswered.append(self.correlation)
+
+    def receive(self, api_key: int, version: int) -> Any:
+        """The answer to the oldest request not yet answered (answers come in order)."""
+        try:
             (size,) = _I32.unpack(self._read_exactly(4))
             frame = self._read_exactly(size)
         except OSError as e:
             raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
         (correlation,) = _I32.unpack_from(frame)
-        if correlation != self.correlation:
-            raise BrokerError(f"answer {correlation} to request {self.correlation}")
+        expected = self.unanswered.popleft() if self.unanswered else None
+        if correlation != expected:
+            raise BrokerError(f"answer {correlation} to request {expected}")
         pos = 4
         # Response header v1 (flexible, but never ApiVersions'): its tagged fields.
-        if flexible and api_key != ApiKey.API_VERSIONS:
+        if is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS:
             pos = _skip_tags(frame, pos)
         try:
             return decode_response(api_key, version, memoryview(frame)[pos:])
         except DecodeError as e:
             raise BrokerError(f"unreadable answer to api {api_key} v{version}: {e}") from e
 
-    def agree_versions(self) -> None:
+    def agree_versions(self, ours: Mapping[ApiKey, tuple[int, int]] = _OURS) -> None:
+        """`ours`: the APIs wanted, with the lowest and highest versions known."""
         answer = self.call(ApiKey.API_VERSIONS, 0, {})
         theirs = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
-        for key, (low, high) in _OURS.items():
+        for key, (low, high) in ours.items():
             their_low, their_high = theirs.get(key, (1, -1))
             if max(low, their_low) > min(high, their_high):
                 raise UnsupportedBroker(f"no common version of api {key} with {self.address}")
@@ -188,7 +205,7 @@ class PartitionClient:
         self.timeout_s = timeout_s
         self.max_wait_ms = max_wait_ms
         self._leader: Leader | None = None
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -200,9 +217,9 @@ class PartitionClient:
         self.close()
         self._leader = None
 
-    def _connect(self, address: Address) -> _Connection:
+    def _connect(self, address: Address) -> Connection:
         try:
-            conn = _Connection(address, self.client_id, self.timeout_s + self.max_wait_ms / 1000)
+            conn = Connection(address, self.client_id, self.timeout_s + self.max_wait_ms / 1000)
         except OSError as e:
             raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
         try:
@@ -257,7 +274,7 @@ class PartitionClient:
             return None
         return Leader(brokers[p.leader_id], int(getattr(p, "leader_epoch", -1)))
 
-    def _leader_connection(self) -> tuple[_Connection, Leader]:
+    def _leader_connection(self) -> tuple[Connection, Leader]:
         if self._leader is None:
             leader = self.leader()
             if leader is None:

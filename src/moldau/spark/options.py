@@ -98,6 +98,9 @@ class WriteOptions:
     #: Write each task's rows in a transaction, once (moldau.spark.exactly_once).
     exactly_once: bool = False
     marker_topic: str = "_moldau_spark_batches"
+    #: Moldau's own: "batch" (tasks build record batches and produce them, the
+    #: default) or "client" (through confluent-kafka); see moldau.spark.write_path.
+    write_path: Literal["batch", "client"] = "batch"
 
 
 _READ_OPTIONS = {
@@ -121,7 +124,7 @@ _READ_OPTIONS = {
     "committogroup",
     "fetchpath",
 }
-_WRITE_OPTIONS = {"topic", "exactlyonce", "exactlyonce.markertopic"}
+_WRITE_OPTIONS = {"topic", "exactlyonce", "exactlyonce.markertopic", "writepath"}
 #: Options Spark itself adds or reads, which reach every data source.
 _SPARKS_OWN = {"path", "checkpointlocation"}
 
@@ -446,9 +449,15 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     marker_topic = opts.get("exactlyonce.markertopic", "_moldau_spark_batches").strip()
     if not marker_topic:
         raise InvalidOptionError("Option 'exactlyOnce.markerTopic' must name a topic")
+    write_path = opts.get("writepath", "batch").strip().lower()
+    if write_path not in ("batch", "client"):
+        raise InvalidOptionError(
+            f"Option 'writePath' must be batch or client, not {opts['writepath']!r}"
+        )
     return WriteOptions(
         client_config=client_config,
         topic=topic,
         exactly_once=exactly_once,
         marker_topic=marker_topic,
+        write_path=write_path,  # type: ignore[arg-type]
     )

@@ -49,7 +49,8 @@ from moldau.spark.options import (
 from moldau.spark.progress import commit_progress
 from moldau.spark.read_path import read_range
 from moldau.spark.schema import source_schema
-from moldau.spark.writer import WriteColumns, check_write_schema, write_batches
+from moldau.spark.write_path import write_rows
+from moldau.spark.writer import WriteColumns, check_write_schema
 
 #: How long the driver waits for a broker to answer while setting a write up.
 _DRIVER_TIMEOUT_S = 60.0
@@ -329,4 +330,4 @@ def _write(
         return write_in_transaction(
             options, columns, slot_of_task(options, batch_query_id), batches
         )
-    return write_batches(options, columns, batches)
+    return write_rows(options, columns, batches)
