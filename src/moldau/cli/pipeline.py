@@ -48,6 +48,8 @@ from moldau.cli.common import (
 from moldau.cli.errors import CliError
 
 DEFAULT_EVENTS = 20_000
+#: Two cores of this machine; --master runs the job elsewhere.
+DEFAULT_MASTER = "local[2]"
 #: The run's record in its work directory.
 STATE_FILE = "demo.json"
 #: What a run makes in its work directory, besides STATE_FILE.
@@ -86,6 +88,15 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="stop the streaming job after N micro-batches, as an operator would mid-run; "
         "the same command with --work-dir resumes it",
+    )
+    demo.add_argument(
+        "--master",
+        default=DEFAULT_MASTER,
+        metavar="MASTER_URL",
+        help=f"the Spark master to run the job on, as spark-submit takes it, e.g. "
+        f"spark://HOST:7077 for a standalone cluster (default {DEFAULT_MASTER}); its "
+        "executors need Python with moldau, pyspark, confluent-kafka and pyarrow, and must "
+        "reach the broker, the checkpoint and the Parquet directory (--work-dir)",
     )
     demo.add_argument(
         "--keep",
@@ -369,11 +380,13 @@ def _stream_and_check(
     from moldau.spark import pipeline as demo
     from moldau.spark import session_builder
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    _say("starting Spark (local[2]) ...")
+    if args.master.startswith("local"):
+        # Loopback is enough for a local job; a cluster's executors must reach the driver.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    _say(f"starting Spark ({args.master}) ...")
     spark = (
         session_builder()
-        .master("local[2]")
+        .master(args.master)
         .appName("moldau-pipeline-demo")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.showConsoleProgress", "false")

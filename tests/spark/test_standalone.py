@@ -1,0 +1,200 @@
+"""The pipeline on a Spark standalone cluster: a master and two workers of one
+core each as processes of their own, the tasks in their executors, the driver
+in a process of its own (moldau.testing.spark_driver: this process already
+drives the local session of the other Spark tests, and PySpark allows one).
+Reads, a stream restarted from its checkpoint, the exactly-once sink, an executor
+killed mid-stream, and `moldau pipeline demo --master`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+import moldau
+from moldau.testing.process import wait_for
+from moldau.testing.spark_driver import SparkDriver
+from moldau.testing.spark_standalone import SparkStandalone
+from tests.integration.clients import create_topic
+from tests.spark.test_read import produce
+from tests.spark.test_write import consume_all
+
+pytestmark = pytest.mark.spark
+
+JOBS = "tests.spark.standalone_jobs"
+ROOT = Path(__file__).parents[2]
+
+
+def python_env() -> dict[str, str]:
+    """What the executors' Python workers need: this interpreter, and moldau and
+    these tests' jobs on their path (as --py-files would give them)."""
+    src = str(Path(moldau.__file__).parents[1])
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
+    base = tmp_path_factory.mktemp("spark-standalone")
+    with SparkStandalone(base, workers=2, cores=1, memory="1g", env=python_env()) as c:
+        yield c
+
+
+class Driver:
+    """The module's driver, started on first use; the demo test stops it, as
+    the application holds both cores of the cluster."""
+
+    def __init__(self, cluster: SparkStandalone, log: Path) -> None:
+        self.cluster, self.log = cluster, log
+        self.driver: SparkDriver | None = None
+
+    def get(self) -> SparkDriver:
+        if self.driver is None:
+            conf = {
+                "spark.executor.memory": "512m",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.sql.session.timeZone": "UTC",
+            }
+            driver = SparkDriver(self.cluster.url, conf, self.log, python_env())
+            self.driver = driver.start()
+        return self.driver
+
+    def stop(self) -> None:
+        if self.driver is not None:
+            self.driver.stop()
+            self.driver = None
+
+
+@pytest.fixture(scope="module")
+def drivers(cluster: SparkStandalone, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
+    holder = Driver(cluster, tmp_path_factory.mktemp("spark-driver") / "driver.log")
+    try:
+        yield holder
+    finally:
+        holder.stop()
+
+
+@pytest.fixture
+def driver(drivers: Driver) -> SparkDriver:
+    return drivers.get()
+
+
+def keys(records: list[tuple[int, bytes | None, bytes | None, object]]) -> Counter[bytes | None]:
+    return Counter(key for _, key, _, _ in records)
+
+
+def test_a_batch_read_runs_in_the_executors_and_returns_what_was_produced(
+    cluster: SparkStandalone, driver: SparkDriver, bootstrap: str, topic_name: str
+) -> None:
+    create_topic(bootstrap, topic_name, partitions=3)
+    produce(bootstrap, topic_name, [(i % 3, b"k%d" % i, b"v%d" % i) for i in range(300)])
+    got = driver.call(f"{JOBS}:batch_read", bootstrap=bootstrap, topic=topic_name)
+    assert got["master"] == cluster.url
+    assert sorted(tuple(r) for r in got["rows"]) == sorted(
+        (i % 3, i // 3, f"k{i}", f"v{i}") for i in range(300)
+    )
+    # Every task ran in a Python worker under an executor of a worker, not in the driver.
+    executors = set(cluster.executor_pids())
+    assert len(executors) == 2, executors
+    for chain in got["chains"]:
+        assert executors & set(chain), chain
+        assert driver.pid not in chain
+    apps = cluster.status()["activeapps"]
+    assert [a["name"] for a in apps] == ["moldau-spark-driver"]
+
+
+def test_a_stream_restarted_from_its_checkpoint_reads_every_record_once(
+    driver: SparkDriver, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(bootstrap, topic_name, partitions=2)
+    produce(bootstrap, topic_name, [(i % 2, b"k", b"v") for i in range(100)])
+    run = {"bootstrap": bootstrap, "topic": topic_name, "checkpoint": str(tmp_path / "cp")}
+    first = driver.call(f"{JOBS}:stream_available_now", max_per_trigger=30, **run)
+    assert sorted({b for b, _, _ in first}) == [0, 1, 2, 3]  # 30 + 30 + 30 + 10
+    produce(bootstrap, topic_name, [(i % 2, b"k", b"v") for i in range(40)])
+    second = driver.call(f"{JOBS}:stream_available_now", max_per_trigger=30, **run)
+    assert min(b for b, _, _ in second) == 4  # the restart goes on from the checkpoint
+    read = [(p, o) for _, p, o in first + second]
+    assert sorted(read) == sorted((p, o) for p in (0, 1) for o in range(70))
+
+
+def test_the_exactly_once_sink_writes_each_row_once(
+    driver: SparkDriver, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, sink, partitions=2)
+    produce(bootstrap, source, [(i % 2, b"k%d" % i, b"v") for i in range(500)])
+    batches = driver.call(
+        f"{JOBS}:copy_available_now",
+        bootstrap=bootstrap, source=source, sink=sink, checkpoint=str(tmp_path / "cp"),
+    )  # fmt: skip
+    assert batches == 3  # 200 + 200 + 100
+    written = consume_all(bootstrap, sink, 2, 500, read_committed=True)
+    assert keys(written) == Counter(b"k%d" % i for i in range(500))
+
+
+def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
+    cluster: SparkStandalone, driver: SparkDriver, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """SIGKILL to an executor while its tasks run: Spark runs them again on the
+    other executor (and the worker starts a new one); the sink, read
+    read_committed, holds every record once."""
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, sink, partitions=2)
+    total = 1600
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(total):
+        producer.produce(source, b"v", b"k%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    copy = {"bootstrap": bootstrap, "source": source, "sink": sink}
+    # 5 ms a row: a 200-row batch keeps both executors busy for half a second.
+    driver.call(f"{JOBS}:start_copy", checkpoint=str(tmp_path / "cp"), slow_ms=5, **copy)
+    try:
+        assert wait_for(lambda: driver.call(f"{JOBS}:rows_copied", source=source) >= 200, 60, 0.2)
+        before = set(cluster.executor_pids())
+        killed = cluster.kill_executor()
+        assert wait_for(
+            lambda: driver.call(f"{JOBS}:rows_copied", source=source) == total, 120, 0.5
+        ), driver.call(f"{JOBS}:rows_copied", source=source)
+    finally:
+        error = driver.call(f"{JOBS}:stop_copy", source=source)
+    assert error is None, error
+    # The worker of the killed one started another for the application.
+    assert killed not in cluster.executor_pids()
+    assert len(set(cluster.executor_pids()) - before) == 1
+    written = consume_all(bootstrap, sink, 2, total, read_committed=True)
+    assert keys(written) == Counter(b"k%d" % i for i in range(total))
+
+
+def test_the_demo_runs_on_the_cluster_with_master(
+    cluster: SparkStandalone, drivers: Driver, bootstrap: str, tmp_path: Path
+) -> None:
+    # The module's application holds both cores: the demo's would wait for them.
+    drivers.stop()
+    done = subprocess.run(
+        [sys.executable, "-m", "moldau", "pipeline", "demo", "--master", cluster.url,
+         "--bootstrap-server", bootstrap, "--events", "3000"],
+        check=False, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **python_env(), "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert f"starting Spark ({cluster.url}) ..." in out
+    assert "match: " in out, out
+    finished = cluster.status()["completedapps"]
+    assert "moldau-pipeline-demo" in [a["name"] for a in finished]
