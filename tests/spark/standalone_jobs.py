@@ -60,9 +60,7 @@ def stream_available_now(
     return seen
 
 
-def _copy(
-    spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, slow_ms: int
-) -> Any:
+def _copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, slow_ms: int) -> Any:
     """The source topic into the sink topic with the exactly-once sink; each row
     takes `slow_ms` in its task, so that tasks are running when a test kills an
     executor."""
@@ -89,9 +87,7 @@ def _copy(
     )
 
 
-def copy_available_now(
-    spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str
-) -> int:
+def copy_available_now(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str) -> int:
     """Copies what the source holds, then stops; returns the batches run."""
     query = _copy(spark, bootstrap, source, sink, checkpoint, 0).trigger(availableNow=True).start()
     query.awaitTermination(120)
@@ -111,6 +107,13 @@ def start_copy(
 def rows_copied(spark: Any, source: str) -> int:
     """Rows the running copy of `source` has read in completed micro-batches."""
     return sum(int(p["numInputRows"]) for p in _QUERIES[source].recentProgress)
+
+
+def tasks_running(spark: Any) -> int:
+    """Tasks the executors run now, in every active stage."""
+    tracker = spark.sparkContext.statusTracker()
+    stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+    return sum(s.numActiveTasks for s in stages if s is not None)
 
 
 def stop_copy(spark: Any, source: str) -> str | None:

@@ -13,6 +13,7 @@ stderr, which go to the log file.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -53,8 +54,9 @@ class SparkDriver:
         assert self.proc is not None
         return self.proc.pid
 
-    def start(self, timeout: float = 120.0) -> SparkDriver:
-        """Starts the process and waits until its SparkSession is up."""
+    def start(self, timeout: float = 120.0, wait: bool = True) -> SparkDriver:
+        """Starts the process and waits until its SparkSession is up (with
+        `wait=False`, `wait_ready` does that later)."""
         read_end, write_end = os.pipe()
         setup = json.dumps({"master": self.master, "conf": self.conf, "answers": write_end})
         with open(self.log_path, "wb") as log:
@@ -70,6 +72,10 @@ class SparkDriver:
         threading.Thread(
             target=self._read_answers, args=(os.fdopen(read_end, "rb"),), daemon=True
         ).start()
+        return self.wait_ready(timeout) if wait else self
+
+    def wait_ready(self, timeout: float = 120.0) -> SparkDriver:
+        """Waits until the SparkSession is up; stops the process if it fails to."""
         try:
             self._answer(timeout)
         except BaseException:
@@ -112,10 +118,8 @@ class SparkDriver:
         if self.proc is None:
             return
         if self.proc.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):  # it is gone already
                 self.proc.stdin.close()
-            except OSError:
-                pass  # it is gone already
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -131,15 +130,21 @@ class SparkStandalone:
     def start(self, timeout: float = 60.0) -> SparkStandalone:
         """Starts the master, then the workers, and waits until the master has
         every worker registered; on failure stops what started and raises."""
+        self.launch(timeout)
+        return self.wait_for_workers(timeout)
+
+    def launch(self, timeout: float = 60.0) -> SparkStandalone:
+        """Starts the master, waits for its address, and starts the workers
+        without waiting for them (a driver may start meanwhile: its application
+        waits for executors); on failure stops what started and raises."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + timeout
         try:
             self.master = self._spawn(
                 ["org.apache.spark.deploy.master.Master", "--host", self.host,
                  "--port", "0", "--webui-port", "0"],
                 self.master_log,
             )  # fmt: skip
-            if not wait_for(self._read_master_addresses, deadline - time.monotonic(), 0.1):
+            if not wait_for(self._read_master_addresses, timeout, 0.1):
                 raise RuntimeError(f"the Spark master did not start; see {self.master_log}")
             for i in range(self.workers):
                 work = self.base_dir / f"worker-{i}"
@@ -153,16 +158,19 @@ class SparkStandalone:
                         self.worker_log(i),
                     )
                 )  # fmt: skip
-            if not wait_for(
-                lambda: self.alive_workers() == self.workers, deadline - time.monotonic(), 0.2
-            ):
-                raise RuntimeError(
-                    f"{self.alive_workers()} of {self.workers} Spark workers registered; "
-                    f"see {self.base_dir}"
-                )
         except BaseException:
             self.stop()
             raise
+        return self
+
+    def wait_for_workers(self, timeout: float = 60.0) -> SparkStandalone:
+        """Waits until the master lists every worker ALIVE; else stops all and raises."""
+        if not wait_for(lambda: self.alive_workers() == self.workers, timeout, 0.2):
+            alive = self.alive_workers()
+            self.stop()
+            raise RuntimeError(
+                f"{alive} of {self.workers} Spark workers registered; see {self.base_dir}"
+            )
         return self
 
     def _read_master_addresses(self) -> bool:
