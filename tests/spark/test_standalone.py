@@ -143,12 +143,18 @@ def test_a_stream_restarted_from_its_checkpoint_reads_every_record_once(
     assert sorted(read) == sorted((p, o) for p in (0, 1) for o in range(70))
 
 
+def source_and_sink(bootstrap: str, topic_name: str) -> tuple[str, str]:
+    """Two topics of two partitions, to copy from one to the other."""
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    for topic in (source, sink):
+        create_topic(bootstrap, topic, partitions=2)
+    return source, sink
+
+
 def test_the_exactly_once_sink_writes_each_row_once(
     driver: SparkDriver, bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
-    source, sink = f"{topic_name}-in", f"{topic_name}-out"
-    create_topic(bootstrap, source, partitions=2)
-    create_topic(bootstrap, sink, partitions=2)
+    source, sink = source_and_sink(bootstrap, topic_name)
     produce(bootstrap, source, [(i % 2, b"k%d" % i, b"v") for i in range(300)])
     batches = driver.call(
         f"{JOBS}:copy_available_now",
@@ -170,9 +176,7 @@ def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
     """SIGKILL to an executor while its tasks run: Spark runs them again on the
     other executor (and the worker starts a new one); the sink, read
     read_committed, holds every record once."""
-    source, sink = f"{topic_name}-in", f"{topic_name}-out"
-    create_topic(bootstrap, source, partitions=2)
-    create_topic(bootstrap, sink, partitions=2)
+    source, sink = source_and_sink(bootstrap, topic_name)
     total = 800
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(total):
