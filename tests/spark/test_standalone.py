@@ -201,7 +201,7 @@ def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
     assert "ExecutorLostFailure" in drivers.log.read_text(errors="replace")
     # The worker of the killed one started another for the application.
     assert killed not in cluster.executor_pids()
-    assert len(set(cluster.executor_pids()) - before) == 1
+    assert wait_for(lambda: len(set(cluster.executor_pids()) - before) == 1, 60, 0.2)
     written = consume_all(bootstrap, sink, 2, total, read_committed=True)
     assert keys(written) == Counter(b"k%d" % i for i in range(total))
 
