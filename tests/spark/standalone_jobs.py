@@ -105,8 +105,12 @@ def start_copy(
 
 
 def rows_copied(spark: Any, source: str) -> int:
-    """Rows the running copy of `source` has read in completed micro-batches."""
-    return sum(int(p["numInputRows"]) for p in _QUERIES[source].recentProgress)
+    """Rows the running copy of `source` has read in completed micro-batches;
+    raises if it failed."""
+    query = _QUERIES[source]
+    if not query.isActive:
+        raise RuntimeError(f"the copy stopped: {query.exception()}")
+    return sum(int(p["numInputRows"]) for p in query.recentProgress)
 
 
 def tasks_running(spark: Any) -> int:
