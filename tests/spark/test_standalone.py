@@ -174,11 +174,10 @@ def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
     tmp_path: Path,
 ) -> None:
     """SIGKILL to an executor while its tasks run: Spark runs them again on the
-    other executor; the sink, read
-    read_committed, holds every record once. (Spark hands a task's rows to the
-    sink at the task's end, so the kill comes before the lost task wrote: this
-    is recovery on a cluster; a task that fails after it wrote is
-    test_exactly_once.py's.)"""
+    other executor; the sink, read read_committed, holds every record once.
+    (Spark hands a task's rows to the sink at the task's end, so the kill comes
+    before the lost task wrote: this is recovery on a cluster; a task that fails
+    after it wrote is test_exactly_once.py's.)"""
     source, sink = source_and_sink(bootstrap, topic_name)
     total = 600
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
