@@ -179,7 +179,7 @@ def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
     before the lost task wrote: this is recovery on a cluster; a task that fails
     after it wrote is test_exactly_once.py's.)"""
     source, sink = source_and_sink(bootstrap, topic_name)
-    total = 600
+    total = 1000
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(total):
         producer.produce(source, b"v", b"k%d" % i, partition=i % 2)
@@ -188,9 +188,10 @@ def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
     # 10 ms a row: a 200-row batch keeps both executors busy for a second.
     driver.call(f"{JOBS}:start_copy", checkpoint=str(tmp_path / "cp"), slow_ms=10, **copy)
     try:
-        assert wait_for(lambda: driver.call(f"{JOBS}:rows_copied", source=source) >= 200, 60, 0.2)
-        # Mid-batch: both executors run a task of it.
-        assert wait_for(lambda: driver.call(f"{JOBS}:tasks_running") == 2, 30, 0.05)
+        # Mid-batch: both executors run a task of it (any of the five batches: waiting
+        # for a first one to finish first left too few to catch under CI's timing).
+        assert wait_for(lambda: driver.call(f"{JOBS}:tasks_running") == 2, 60, 0.05)
+        assert driver.call(f"{JOBS}:rows_copied", source=source) < total
         before = set(cluster.executor_pids())
         killed = cluster.kill_executor()
         assert wait_for(
