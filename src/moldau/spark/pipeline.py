@@ -226,7 +226,9 @@ def watch(
     batches = 0
     read = 0
     stopped = False
-    while query.isActive:
+
+    def report_new() -> None:
+        nonlocal seen, batches, read
         for progress in query.recentProgress:
             if progress["batchId"] > seen:
                 seen = progress["batchId"]
@@ -236,12 +238,18 @@ def watch(
                     f"batch {seen}: {progress['numInputRows']:,} orders in "
                     f"({read:,} this run), {sink.written.get(seen, 0):,} totals updated"
                 )
+
+    while query.isActive:
+        report_new()
         if stop_after_batches is not None and batches >= stop_after_batches:
             query.stop()
             stopped = True
             break
         time.sleep(0.2)
     query.awaitTermination()
+    # A batch that ended while the query stopped is in the checkpoint too: say so,
+    # so that the resumed run's first batch follows the last one reported.
+    report_new()
     if query.exception() is not None:
         raise JobFailed(_last_error(str(query.exception())))
     return stopped
