@@ -26,7 +26,12 @@ and for the first shape only, unless --reads-only:
     .venv/bin/python bench/spark.py --shapes 500000x100 --reads-only  # a short run
     .venv/bin/python bench/spark.py --shapes 2000000x100 --writes-only  # writes only
     .venv/bin/python bench/spark.py --profile         # also profile one task's read
+    .venv/bin/python bench/spark.py --profile-workers # py-spy in Spark's Python workers
     .venv/bin/python bench/spark.py --record          # also append to bench/RESULTS.md
+
+--profile-workers records Spark's own Python workers with py-spy during one read on
+each path (and one write on each, for the first shape) and prints where their CPU
+goes (bench/worker_profile.py).
 
 --profile reads one partition in this process on each path under cProfile (what
 a Spark task's Python worker does, without Spark) and prints where the time goes.
@@ -54,6 +59,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.testing.process import BrokerProcess
+
+sys.path.insert(0, str(Path(__file__).parent))
+import worker_profile
 
 PARTITIONS = 4
 KEY_SIZE = 10  # b"k%09d"
@@ -364,6 +372,11 @@ def main() -> None:
     parser.add_argument("--reads-only", action="store_true", help="skip writes and streams")
     parser.add_argument("--writes-only", action="store_true", help="only the batch writes")
     parser.add_argument("--profile", action="store_true", help="profile one task's read/write")
+    parser.add_argument(
+        "--profile-workers",
+        action="store_true",
+        help="py-spy Spark's Python workers during one read (and write) on each path",
+    )
     parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
     args = parser.parse_args()
     shapes = shapes_of(args.shapes)
@@ -383,6 +396,7 @@ def main() -> None:
                 tables.append(writes_only(spark, bootstrap, n, args.rounds, loads))
                 if args.profile:
                     for path in ("batch", "client"):
+                        create_topic(bootstrap, f"{topic}-w{path}", PARTITIONS)
                         profiles.append(profile_write(broker, n // PARTITIONS, path))
                         print(profiles[-1], flush=True)
                 continue
@@ -416,6 +430,25 @@ def main() -> None:
                 for path in ("fetch", "client"):
                     profiles.append(profile_task(bootstrap, topic, n // PARTITIONS, path))
                     print(profiles[-1], flush=True)
+            if args.profile_workers:
+                for path in ("fetch", "client"):
+                    profiles.append(
+                        profile_workers(
+                            spark, work, f"{size} B batch read, {path} path",
+                            moldau_read, spark, bootstrap, topic, path,
+                        )
+                    )  # fmt: skip
+                    print(profiles[-1], flush=True)
+                if extras:
+                    for path in ("batch", "client"):
+                        create_topic(bootstrap, f"{topic}-w{path}", PARTITIONS)
+                        profiles.append(
+                            profile_workers(
+                                spark, work, f"{size} B batch write, {path} path",
+                                batch_write, spark, bootstrap, f"{topic}-w{path}", n, path,
+                            )
+                        )  # fmt: skip
+                        print(profiles[-1], flush=True)
         spark.stop()
     finally:
         broker.stop()
@@ -515,6 +548,19 @@ def profile_write(broker: BrokerProcess, rows: int, path: str, top: int = 8) -> 
         f"cProfile; CPU: the task's process {own_cpu:.2f} s (Python and the client's "
         f"threads), the broker {broker_cpu:.2f} s:\n" + "\n".join(body)
     )
+
+
+def profile_workers(spark: Any, work: Path, title: str, run: Any, *args: Any) -> str:
+    """Where Spark's Python workers spend their CPU while `run(*args)` runs (py-spy)."""
+    daemons = worker_profile.python_daemons()
+    if not daemons:
+        return f"{title}: no pyspark.daemon to profile"
+    raw = work / "py-spy.raw"
+    with worker_profile.recording(daemons, raw):
+        took = time.perf_counter()
+        run(*args)
+        took = time.perf_counter() - took
+    return worker_profile.summary(raw, f"{title} ({took:.2f} s), Spark's Python workers")
 
 
 def broker_cpu_s(broker: BrokerProcess) -> float:
