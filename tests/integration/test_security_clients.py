@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -35,10 +34,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
+from moldau.protocol.errors import ErrorCode
 from moldau.testing import nodejs
 from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess, wait_for
 from moldau.testing.sasl import SaslUsers
+from tests.integration import requests as rq
+from tests.integration.kafka_wire import WireClient
 
 pytestmark = pytest.mark.integration
 
@@ -426,37 +428,20 @@ def raise_open_files_limit(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
-def api_versions_frame() -> bytes:
-    body = b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x05stuck"  # ApiVersions v0, correlation 1
-    return len(body).to_bytes(4, "big") + body
-
-
-def sasl_handshake_frame() -> bytes:
-    body = b"\x00\x11\x00\x01\x00\x00\x00\x01\x00\x05stuck\x00\x05PLAIN"  # SaslHandshake v1
-    return len(body).to_bytes(4, "big") + body
-
-
-def read_answer(s: socket.socket) -> bytes:
-    size = int.from_bytes(s.recv(4, socket.MSG_WAITALL), "big")
-    return s.recv(size, socket.MSG_WAITALL)
-
-
-def open_stuck(broker: SecuredBroker, i: int) -> socket.socket:
+def open_stuck(broker: SecuredBroker, i: int) -> WireClient:
     """The i-th stuck connection, one of four kinds in turn: silent; an ApiVersions
     answered, then nothing; a SaslHandshake answered, then nothing (on SASL_PLAINTEXT);
     a TLS handshake stopped half way (on SASL_SSL)."""
     kind = i % 4
     port = broker.process.listener_ports["SASL_SSL" if kind == 3 else "SASL_PLAINTEXT"]
-    s = socket.create_connection(("127.0.0.1", port), 10)
+    c = WireClient(f"127.0.0.1:{port}")
     if kind == 1:
-        s.sendall(api_versions_frame())
-        assert read_answer(s)[4:6] == b"\x00\x00"  # after the correlation id: no error
+        assert c.request(rq.request(18, 0)).error_code == ErrorCode.none
     elif kind == 2:
-        s.sendall(sasl_handshake_frame())
-        assert read_answer(s)[4:6] == b"\x00\x00"
+        assert c.request(rq.request(17, 1, mechanism="PLAIN")).error_code == ErrorCode.none
     elif kind == 3:
-        s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
-    return s
+        c.send_raw(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
+    return c
 
 
 def memory_bound() -> int:
@@ -476,11 +461,11 @@ def test_a_thousand_connections_that_never_authenticate(secured: SecuredBroker) 
     raise_open_files_limit(STUCK + 1024)
     pid = secured.process.pid
     rss = secured.process.rss_bytes()
-    stuck: list[socket.socket] = []
+    stuck: list[WireClient] = []
     try:
         for i in range(STUCK):
             stuck.append(open_stuck(secured, i))
-        ports = {s.getsockname()[1] for s in stuck}
+        ports = {c.conn.sock.getsockname()[1] for c in stuck}
         assert wait_for(lambda: ports <= peer_ports(pid), 20), len(ports - peer_ports(pid))
         growth = secured.process.rss_bytes() - rss
         print(f"RSS growth for {STUCK} stuck connections: {growth / 2**20:.1f} MiB")
@@ -499,7 +484,7 @@ def test_a_thousand_connections_that_never_authenticate(secured: SecuredBroker) 
         assert time.monotonic() - started < 15
         assert growth < memory_bound()
     finally:
-        for s in stuck:
-            s.close()
+        for c in stuck:
+            c.close()
     # The broker let go of every one of them.
     assert wait_for(lambda: not ports & peer_ports(pid), 20), len(ports & peer_ports(pid))
