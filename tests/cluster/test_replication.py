@@ -459,8 +459,6 @@ def test_pipelined_acks_all_produces_are_answered_in_order(
     librdkafka pipelines them), a Metadata request among them: the leader goes on
     with the next while one waits for its ISR, and answers them all in order, with
     the offsets in the order they were sent."""
-    import struct
-
     from moldau.protocol.records import build_batch
     from tests.integration import requests as rq
     from tests.integration.kafka_wire import WireClient
@@ -478,37 +476,17 @@ def test_pipelined_acks_all_produces_are_answered_in_order(
                 if i == 10
                 else rq.produce(topic_name, 0, build_batch([(None, b"%d" % i)]), acks=-1)
             )
-            sent.append((request.__api_key__, c.correlation_id + 1))
-            c.send_raw(c.frame(request.__api_key__, request.__version__, encode(request)))
+            c.send_raw(c.encode(request))
+            sent.append((request, c.correlation_id))
         offsets = []
-        for api_key, correlation_id in sent:
-            data = c.read_frame()
-            assert struct.unpack_from(">i", data)[0] == correlation_id
-            if api_key == 0:
-                offsets.append(decode_produce_offset(data))
+        for request, correlation_id in sent:
+            # In the order sent: read_response checks each answer's correlation id.
+            answer = c.read_response(request.__api_key__, request.__version__, correlation_id)
+            if request.__api_key__ == 0:
+                [p] = answer.responses[0].partition_responses
+                assert p.error_code == 0
+                offsets.append(int(p.base_offset))
     assert offsets == list(range(29))
-
-
-def encode(request: Any) -> bytes:
-    import io
-
-    from kio.serial import entity_writer
-
-    buf = io.BytesIO()
-    entity_writer(type(request))(buf, request)
-    return buf.getvalue()
-
-
-def decode_produce_offset(frame: bytes) -> int:
-    from kio.index import load_response_schema
-    from kio.serial import entity_reader
-
-    cls = load_response_schema(0, 9)
-    response, _ = entity_reader(cls)(memoryview(frame).toreadonly(), 5)  # header v1
-    [topic] = response.responses
-    [p] = topic.partition_responses
-    assert p.error_code == 0
-    return int(p.base_offset)
 
 
 def zk_states(cluster: Cluster, topic: str, count: int) -> dict[int, z.LeaderAndIsr]:

@@ -1,28 +1,33 @@
-"""A minimal raw Kafka protocol client for tests that must send exact (or broken)
-bytes: requests are encoded with kio, responses decoded with kio (the schemas of
-versions kio lacks from moldau.protocol.legacy_schemas, checked against kio 0.5.0 in
-tests/unit/test_legacy_schemas.py)."""
+"""Raw Kafka requests to a broker, for tests that must send exact (or broken)
+bytes: a thin layer over moldau.spark.fetch_client.Connection, which frames the
+requests and reads and decodes the answers. Requests are kio entities as they are
+(the schemas of versions kio lacks come from moldau.protocol.legacy_schemas,
+checked against kio 0.5.0 in tests/unit/test_legacy_schemas.py).
+
+A lost connection raises a ConnectionError (Connection's BrokerError); an answer
+that does not decode raises DecodeError, which no test takes for a lost one."""
 
 from __future__ import annotations
 
-import io
-import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
-
-from moldau.protocol.codec import is_flexible, response_class
+from moldau.protocol.codec import encode_body
+from moldau.spark.fetch_client import Connection, decode_answer
 
 
 class WireClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.correlation_id = 0
+        self.conn = Connection((host, int(port)), "test", timeout)
+
+    @property
+    def correlation_id(self) -> int:
+        """The correlation id of the last request framed."""
+        return self.conn.correlation
 
     def close(self) -> None:
-        self.sock.close()
+        self.conn.close()
 
     def __enter__(self) -> WireClient:
         return self
@@ -31,16 +36,11 @@ class WireClient:
         self.close()
 
     def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        self.conn.send_raw(data)
 
-    def frame(self, api_key: int, version: int, body: bytes, client_id: str = "test") -> bytes:
-        self.correlation_id += 1
-        head = struct.pack(">hhih", api_key, version, self.correlation_id, len(client_id))
-        head += client_id.encode()
-        if is_flexible(api_key, version):
-            head += b"\x00"
-        payload = head + body
-        return struct.pack(">i", len(payload)) + payload
+    def frame(self, api_key: int, version: int, body: bytes) -> bytes:
+        """`body` as a request of the next correlation id, however malformed."""
+        return self.conn.frame(api_key, version, body)
 
     def request(self, request: Any, version: int | None = None) -> Any:
         """Send a kio request; return the decoded kio response."""
@@ -54,45 +54,26 @@ class WireClient:
         requests with one send_raw)."""
         cls = type(request)
         v = cls.__version__ if version is None else version
-        buf = io.BytesIO()
-        entity_writer(cls)(buf, request)
-        return self.frame(cls.__api_key__, v, buf.getvalue())
+        return self.frame(cls.__api_key__, v, encode_body(request))
 
     def read_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return self._read_exactly(size)
+        return bytes(self.conn.read_frame())
 
     def read_response(self, api_key: int, version: int, correlation_id: int | None = None) -> Any:
         """The next response, which must answer `correlation_id` (default: the
         last request sent)."""
-        data = self.read_frame()
+        data = self.conn.read_frame()
         expected = self.correlation_id if correlation_id is None else correlation_id
         assert struct.unpack_from(">i", data, 0)[0] == expected
-        offset = 4
-        if is_flexible(api_key, version) and api_key != 18:
-            offset += 1  # empty tagged fields of response header v1
-        cls = response_class(api_key, version)
-        assert cls is not None, (api_key, version)
-        value, _ = entity_reader(cls)(memoryview(data).toreadonly(), offset)
-        return value
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        return decode_answer(api_key, version, data)
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         """True if the broker closes the connection within `timeout`."""
-        self.sock.settimeout(timeout)
+        sock = self.conn.sock
+        sock.settimeout(timeout)
         try:
             while True:
-                data = self.sock.recv(65536)
-                if not data:
+                if not sock.recv(65536):
                     return True
         except ConnectionResetError:
             return True

@@ -1,8 +1,8 @@
-"""A broker secured as a shared cluster is: a SASL_SSL listener with SCRAM users, an
-authorizer allowing nothing without an ACL, and a PLAINTEXT listener for the
-operator (User:ANONYMOUS is a super user) that sets up users and ACLs. For the tests
-of clients' security settings (tools, Spark); SC's moldau.testing SASL support may
-take this over."""
+"""A broker secured as a shared cluster is: a SASL_SSL listener with SCRAM users
+(moldau.testing.sasl.SaslUsers, written before the broker starts), an authorizer
+allowing nothing without an ACL, and a PLAINTEXT listener for the operator
+(User:ANONYMOUS is a super user) that sets up ACLs. For the tests of clients'
+security settings (tools, Spark)."""
 
 from __future__ import annotations
 
@@ -18,39 +18,31 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess
+from moldau.testing.sasl import SaslUsers
 
-#: A SCRAM user: (mechanism, password).
+#: A SCRAM user: (the mechanism its client logs in with, password).
 User = tuple[str, str]
 
 
 @dataclass(frozen=True)
 class SecuredBroker:
     broker: BrokerProcess
-    certs: Certificates
     users: Mapping[str, User]
 
     @property
     def sasl_ssl(self) -> str:
         """The SASL_SSL listener's address."""
-        return f"127.0.0.1:{self.broker.listener_ports['SASL_SSL']}"
+        return self.broker.sasl_bootstrap
 
     def client_settings(self, user: str, **overrides: str) -> dict[str, str]:
-        """librdkafka's settings for `user` on the SASL_SSL listener."""
-        mechanism, password = self.users[user]
-        return {
-            "security.protocol": "SASL_SSL",
-            "ssl.ca.location": str(self.certs.ca),
-            "sasl.mechanism": mechanism,
-            "sasl.username": user,
-            "sasl.password": password,
-        } | overrides
+        """librdkafka's settings for `user` on the SASL_SSL listener, but its address."""
+        conf = self.broker.sasl_client_config(user, self.users[user][0])
+        del conf["bootstrap.servers"]
+        return conf | overrides
 
 
 def allow(principal: str, rt: ResourceType, name: str, op: AclOperation) -> AclBinding:
@@ -65,33 +57,29 @@ def allow(principal: str, rt: ResourceType, name: str, op: AclOperation) -> AclB
 def secured_broker(
     directory: Path,
     users: Mapping[str, User],
-    super_users: Iterable[str] = (),
+    admin: str = "admin",
     grants: Iterable[AclBinding] = (),
 ) -> Iterator[SecuredBroker]:
-    """The broker with `users` created, `super_users` (names) and `grants` in force;
-    killed on exit."""
-    certs = Certificates.create(directory / "certs")
-    mechanisms = sorted({mechanism for mechanism, _ in users.values()})
+    """The broker with `users`, `admin` (one of them) a super user and `grants` in
+    force; killed on exit."""
+    sasl = SaslUsers(
+        {name: password for name, (_, password) in users.items()},
+        mechanisms=tuple(sorted({mechanism for mechanism, _ in users.values()})),
+        admin=admin,
+        inter_broker_mechanism=users[admin][0],
+    )
     overrides = {
+        # No SSL listener: the operator's PLAINTEXT one and the clients' SASL_SSL one.
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "sasl.enabled.mechanisms": ",".join(mechanisms),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in super_users)]),
+        "super.users": f"User:ANONYMOUS;User:{admin}",
         "allow.everyone.if.no.acl.found": "false",
     }
-    with BrokerProcess(directory / "data", overrides, tls=certs) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-        upserts = [
-            UserScramCredentialUpsertion(
-                name, ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 4096),
-                password.encode(),
-            )
-            for name, (mechanism, password) in users.items()
-        ]  # fmt: skip
-        for f in admin.alter_user_scram_credentials(upserts).values():
-            f.result(10)
+    certs = Certificates.create(directory / "certs")
+    with BrokerProcess(directory / "data", overrides, tls=certs, sasl=sasl) as b:
         bindings = list(grants)
         if bindings:
-            for f in admin.create_acls(bindings).values():
+            operator = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            for f in operator.create_acls(bindings).values():
                 f.result(10)
-        yield SecuredBroker(b, certs, users)
+        yield SecuredBroker(b, users)

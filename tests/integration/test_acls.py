@@ -5,7 +5,6 @@ allows, with Kafka's errors, as real clients (confluent-kafka) see them."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from confluent_kafka.admin import (
 
 from moldau.protocol.errors import ErrorCode
 from moldau.testing.process import BrokerProcess
+from moldau.testing.sasl import SaslUsers
 from tests.integration import requests as rq
 from tests.integration.kafka_wire import WireClient
 
@@ -351,29 +351,17 @@ def test_acls_decide_for_the_user_a_sasl_login_names(tmp_path: Path) -> None:
         NewTopic,
         ResourcePatternType,
         ResourceType,
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
     )
 
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS",
-        "allow.everyone.if.no.acl.found": "false",
-    }
-    with BrokerProcess(tmp_path / "data", overrides) as b:
-        line = next(x for x in reversed(b._lines) if "listening on" in x)
-        sasl = "127.0.0.1:" + re.findall(r"127\.0\.0\.1:(\d+)", line)[1]
+    scram = "SCRAM-SHA-256"
+    users = SaslUsers(
+        {u: f"{u}-secret" for u in ("admin", "alice", "bob")},
+        mechanisms=(scram,),
+        inter_broker_mechanism=scram,
+    )
+    overrides = {**AUTHORIZER, "super.users": ANON, "allow.everyone.if.no.acl.found": "false"}
+    with BrokerProcess(tmp_path / "data", overrides, sasl=users) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
-        upserts = [
-            UserScramCredentialUpsertion(user, info, f"{user}-secret".encode())
-            for user in ("alice", "bob")
-        ]
-        for f in admin.alter_user_scram_credentials(upserts).values():
-            f.result(10)
         admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(10)
         grant = AclBinding(
             ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
@@ -384,16 +372,7 @@ def test_acls_decide_for_the_user_a_sasl_login_names(tmp_path: Path) -> None:
 
         def produce_as(user: str) -> KafkaError | None:
             outcome: list[KafkaError | None] = []
-            p = Producer(
-                {
-                    "bootstrap.servers": sasl,
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": "SCRAM-SHA-256",
-                    "sasl.username": user,
-                    "sasl.password": f"{user}-secret",
-                    "message.timeout.ms": 10_000,
-                }
-            )
+            p = Producer(b.sasl_client_config(user, scram) | {"message.timeout.ms": 10_000})
             p.produce(
                 "orders", b"from " + user.encode(), on_delivery=lambda e, _: outcome.append(e)
             )

@@ -63,7 +63,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
         ADMIN_USER: ("SCRAM-SHA-512", ADMIN_PASSWORD),
     }
     with secured_broker(
-        tmp_path_factory.mktemp("secured"), users, super_users=[ADMIN_USER], grants=grants
+        tmp_path_factory.mktemp("secured"), users, admin=ADMIN_USER, grants=grants
     ) as b:
         yield b
 

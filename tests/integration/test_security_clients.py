@@ -1,8 +1,8 @@
 """kcat, KafkaJS, kafka-python and confluent-kafka against one broker listening on
 PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL at once, with PLAIN users from the
-listeners' JAAS configs and SCRAM-SHA-256/512 users created at start: each client
-over SSL, and over both SASL listeners with each mechanism, produces, consumes in a
-group and makes an admin call; a wrong password is refused with Kafka's
+listeners' JAAS configs and SCRAM-SHA-256/512 users written before it starts: each
+client over SSL, and over both SASL listeners with each mechanism, produces, consumes
+in a group and makes an admin call; a wrong password is refused with Kafka's
 SASL_AUTHENTICATION_FAILED and served nothing. Then 1,000 connections that never
 authenticate: the broker's memory stays bounded, it serves an authenticated client
 meanwhile, and the connections are gone once closed."""
@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -33,15 +32,15 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     NewTopic,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
+from moldau.protocol.errors import ErrorCode
 from moldau.testing import nodejs
 from moldau.testing.certs import Certificates
 from moldau.testing.process import BrokerProcess, wait_for
-from tests.integration.test_tls import refused
+from moldau.testing.sasl import SaslUsers
+from tests.integration import requests as rq
+from tests.integration.kafka_wire import WireClient
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +50,9 @@ SCRAM_USERS = {
     "SCRAM-SHA-512": ("sam512", "sam512-secret"),
 }
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Each may log in with any of MECHANISMS; the tests use alice's PLAIN login and the
+#: sam users' SCRAM ones.
+USERS = SaslUsers(PLAIN_USERS | dict(SCRAM_USERS.values()), MECHANISMS)
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -104,46 +106,24 @@ class SecuredBroker:
         return [tp.offset for tp in answer.topic_partitions]
 
 
-def broker_settings(certs: Certificates) -> dict[str, str]:
-    """Four listeners on one broker; PLAIN users in each SASL listener's JAAS config
-    (Kafka's listener.name.<listener>.<mechanism>.sasl.jaas.config), SCRAM users
-    created once it runs; no client certificates asked for on SSL."""
-    users = " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items())
-    jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
-    return certs.broker_properties("none") | {
+def broker_settings() -> dict[str, str]:
+    """Four listeners on one broker: BrokerProcess's SSL and SASL_SSL ones, and a
+    SASL_PLAINTEXT one taking the same users (PLAIN's in its JAAS config, Kafka's
+    listener.name.<listener>.<mechanism>.sasl.jaas.config); no client certificates
+    asked for on SSL."""
+    return USERS.broker_properties("SASL_PLAINTEXT") | {
         "listeners": ",".join(f"{p}://127.0.0.1:0" for p in ("PLAINTEXT", "SSL", *SASL_PROTOCOLS)),
-        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
         "group.initial.rebalance.delay.ms": "0",
         "group.min.session.timeout.ms": "1000",
     }
-
-
-def create_scram_users(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    upserts = [
-        UserScramCredentialUpsertion(
-            user, ScramCredentialInfo(ScramMechanism[m.replace("-", "_")], 8192), pw.encode()
-        )
-        for m, (user, pw) in SCRAM_USERS.items()
-    ]
-    for future in admin.alter_user_scram_credentials(upserts).values():
-        future.result(10)
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
     base = tmp_path_factory.mktemp("security-clients")
     certs = Certificates.create(base / "certs")
-    with BrokerProcess(base / "data", broker_settings(certs)) as process:
-        create_scram_users(process)
-        broker = SecuredBroker(process, certs)
-        # The broker learns new credentials from their change notification.
-        for mechanism in SCRAM_USERS:
-            login = broker.login("SASL_PLAINTEXT", mechanism)
-            assert wait_for(lambda login=login: not refused(confluent_conf(login)), 20), mechanism
-        yield broker
+    with BrokerProcess(base / "data", broker_settings(), tls=certs, sasl=USERS) as process:
+        yield SecuredBroker(process, certs)
 
 
 MATRIX = [("SSL", None)] + [(p, m) for p in SASL_PROTOCOLS for m in MECHANISMS]
@@ -448,37 +428,20 @@ def raise_open_files_limit(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
-def api_versions_frame() -> bytes:
-    body = b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x05stuck"  # ApiVersions v0, correlation 1
-    return len(body).to_bytes(4, "big") + body
-
-
-def sasl_handshake_frame() -> bytes:
-    body = b"\x00\x11\x00\x01\x00\x00\x00\x01\x00\x05stuck\x00\x05PLAIN"  # SaslHandshake v1
-    return len(body).to_bytes(4, "big") + body
-
-
-def read_answer(s: socket.socket) -> bytes:
-    size = int.from_bytes(s.recv(4, socket.MSG_WAITALL), "big")
-    return s.recv(size, socket.MSG_WAITALL)
-
-
-def open_stuck(broker: SecuredBroker, i: int) -> socket.socket:
+def open_stuck(broker: SecuredBroker, i: int) -> WireClient:
     """The i-th stuck connection, one of four kinds in turn: silent; an ApiVersions
     answered, then nothing; a SaslHandshake answered, then nothing (on SASL_PLAINTEXT);
     a TLS handshake stopped half way (on SASL_SSL)."""
     kind = i % 4
     port = broker.process.listener_ports["SASL_SSL" if kind == 3 else "SASL_PLAINTEXT"]
-    s = socket.create_connection(("127.0.0.1", port), 10)
+    c = WireClient(f"127.0.0.1:{port}")
     if kind == 1:
-        s.sendall(api_versions_frame())
-        assert read_answer(s)[4:6] == b"\x00\x00"  # after the correlation id: no error
+        assert c.request(rq.request(18, 0)).error_code == ErrorCode.none
     elif kind == 2:
-        s.sendall(sasl_handshake_frame())
-        assert read_answer(s)[4:6] == b"\x00\x00"
+        assert c.request(rq.request(17, 1, mechanism="PLAIN")).error_code == ErrorCode.none
     elif kind == 3:
-        s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
-    return s
+        c.send_raw(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
+    return c
 
 
 def memory_bound() -> int:
@@ -498,11 +461,11 @@ def test_a_thousand_connections_that_never_authenticate(secured: SecuredBroker) 
     raise_open_files_limit(STUCK + 1024)
     pid = secured.process.pid
     rss = secured.process.rss_bytes()
-    stuck: list[socket.socket] = []
+    stuck: list[WireClient] = []
     try:
         for i in range(STUCK):
             stuck.append(open_stuck(secured, i))
-        ports = {s.getsockname()[1] for s in stuck}
+        ports = {c.conn.sock.getsockname()[1] for c in stuck}
         assert wait_for(lambda: ports <= peer_ports(pid), 20), len(ports - peer_ports(pid))
         growth = secured.process.rss_bytes() - rss
         print(f"RSS growth for {STUCK} stuck connections: {growth / 2**20:.1f} MiB")
@@ -521,7 +484,7 @@ def test_a_thousand_connections_that_never_authenticate(secured: SecuredBroker) 
         assert time.monotonic() - started < 15
         assert growth < memory_bound()
     finally:
-        for s in stuck:
-            s.close()
+        for c in stuck:
+            c.close()
     # The broker let go of every one of them.
     assert wait_for(lambda: not ports & peer_ports(pid), 20), len(ports & peer_ports(pid))

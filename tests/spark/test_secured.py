@@ -49,7 +49,7 @@ def secured(
     ]  # fmt: skip
     users = {USER: ("SCRAM-SHA-512", PASSWORD), ADMIN: ("SCRAM-SHA-512", ADMIN_PASSWORD)}
     directory = tmp_path_factory.mktemp("spark-secured")
-    with secured_broker(directory, users, super_users=[ADMIN], grants=grants) as b:
+    with secured_broker(directory, users, admin=ADMIN, grants=grants) as b:
         options = {f"kafka.{k}": v for k, v in b.client_settings(USER).items()}
         yield b.broker, options | {"kafka.bootstrap.servers": b.sasl_ssl}
 

@@ -37,8 +37,9 @@ _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")
 
 
-class BrokerError(Exception):
-    """A broker that cannot be reached or answers nonsense: look the leader up again."""
+class BrokerError(ConnectionError):
+    """A broker that cannot be reached, hangs up or answers nonsense: look the leader
+    up again. A ConnectionError, so that code handling lost connections handles it."""
 
 
 class PartitionGone(Exception):
@@ -74,11 +75,16 @@ def parse_bootstrap(servers: str) -> list[Address]:
 
 
 class Connection:
+    """One blocking socket to a broker: request frames with their correlation ids,
+    answers read in the order sent. The tests' raw wire client
+    (tests/integration/kafka_wire.py) is this too, with frames of its own making."""
+
     def __init__(self, address: Address, client_id: str, timeout_s: float) -> None:
         self.address = address
         self.client_id = client_id.encode()
         self.sock = socket.create_connection(address, timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        #: The correlation id of the last request framed.
         self.correlation = 0
         #: Correlation ids of the requests sent and not yet answered, oldest first.
         self.unanswered: collections.deque[int] = collections.deque()
@@ -87,13 +93,21 @@ class Connection:
     def close(self) -> None:
         self.sock.close()
 
-    def _frame(self, api_key: int, version: int, body: bytes, flexible: bool) -> bytes:
+    def frame(self, api_key: int, version: int, body: bytes) -> bytes:
+        """`body` as a request of the next correlation id (for `send_raw`)."""
         self.correlation += 1
         head = _HEADER.pack(api_key, version, self.correlation)
         head += struct.pack(">h", len(self.client_id)) + self.client_id
-        if flexible:
+        if is_flexible(api_key, version):
             head += b"\x00"  # no tagged fields
         return _I32.pack(len(head) + len(body)) + head + body
+
+    def send_raw(self, data: bytes) -> None:
+        """Bytes as they are: frames whose answers the caller reads itself."""
+        try:
+            self.sock.sendall(data)
+        except OSError as e:
+            raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
 
     def _read_exactly(self, n: int) -> bytearray:
         out = bytearray(n)
@@ -106,6 +120,16 @@ class Connection:
             got += k
         return out
 
+    def read_frame(self) -> bytearray:
+        """The next frame from the broker, without its size."""
+        try:
+            (size,) = _I32.unpack(self._read_exactly(4))
+            return self._read_exactly(size)
+        except BrokerError:
+            raise
+        except OSError as e:
+            raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
+
     def call(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
         self.send(api_key, version, fields)
         return self.receive(api_key, version)
@@ -115,30 +139,18 @@ class Connection:
         requests in flight while it builds the next ones)."""
         cls = _request_class(api_key, version)
         assert cls is not None
-        body = encode_body(build_entity(cls, fields))
-        try:
-            self.sock.sendall(self._frame(api_key, version, body, is_flexible(api_key, version)))
-        except OSError as e:
-            raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
+        self.send_raw(self.frame(api_key, version, encode_body(build_entity(cls, fields))))
         self.unanswered.append(self.correlation)
 
     def receive(self, api_key: int, version: int) -> Any:
         """The answer to the oldest request not yet answered (answers come in order)."""
-        try:
-            (size,) = _I32.unpack(self._read_exactly(4))
-            frame = self._read_exactly(size)
-        except OSError as e:
-            raise BrokerError(f"{self.address[0]}:{self.address[1]}: {e}") from e
+        frame = self.read_frame()
         (correlation,) = _I32.unpack_from(frame)
         expected = self.unanswered.popleft() if self.unanswered else None
         if correlation != expected:
             raise BrokerError(f"answer {correlation} to request {expected}")
-        pos = 4
-        # Response header v1 (flexible, but never ApiVersions'): its tagged fields.
-        if is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS:
-            pos = _skip_tags(frame, pos)
         try:
-            return decode_response(api_key, version, memoryview(frame)[pos:])
+            return decode_answer(api_key, version, frame)
         except DecodeError as e:
             raise BrokerError(f"unreadable answer to api {api_key} v{version}: {e}") from e
 
@@ -153,7 +165,20 @@ class Connection:
             self.versions[key] = min(high, their_high)
 
 
-def _skip_tags(frame: bytearray, pos: int) -> int:
+def decode_answer(api_key: int, version: int, frame: bytes | bytearray) -> Any:
+    """The response in `frame` (as `Connection.read_frame` gives it: the header
+    first); DecodeError if it is not one."""
+    pos = 4  # the correlation id
+    # Response header v1 (flexible, but never ApiVersions'): its tagged fields.
+    if is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS:
+        try:
+            pos = _skip_tags(frame, pos)
+        except IndexError:
+            raise DecodeError("the response header ends in its tagged fields") from None
+    return decode_response(api_key, version, memoryview(frame)[pos:])
+
+
+def _skip_tags(frame: bytes | bytearray, pos: int) -> int:
     def uvarint(p: int) -> tuple[int, int]:
         value = shift = 0
         while True:
