@@ -407,9 +407,10 @@ def main() -> None:
                 kinds = args.write_kinds.split(",")
                 tables.append(writes_only(spark, bootstrap, n, args.rounds, loads, kinds))
                 if args.profile:
-                    for path in ("batch", "client"):
-                        profiles.append(profile_write(broker, n // PARTITIONS, path))
-                        print(profiles[-1], flush=True)
+                    for kind in kinds:
+                        for path in ("batch", "client"):
+                            profiles.append(profile_write(broker, n // PARTITIONS, path, kind))
+                            print(profiles[-1], flush=True)
                 continue
             t = time.perf_counter()
             fill(bootstrap, topic, n, b"x" * (size - KEY_SIZE))
@@ -495,28 +496,37 @@ def other_measures(
     }
 
 
-def profile_write(broker: BrokerProcess, rows: int, path: str, top: int = 8) -> str:
-    """One task's write of `rows` rows (Arrow batches of 10,000, as Spark hands them)
-    in this process under cProfile, with the CPU it and the broker spent."""
+def profile_write(
+    broker: BrokerProcess, rows: int, path: str, kind: str = "plain", top: int = 8
+) -> str:
+    """One task's write of `rows` rows of a WRITE_KINDS kind (Arrow batches of
+    10,000, as Spark hands them) in this process under cProfile, with the CPU it and
+    the broker spent."""
     import pyarrow as pa
 
     from moldau.spark.batch_writer import BatchWriter
     from moldau.spark.options import WriteOptions
     from moldau.spark.writer import RecordWriter, WriteColumns
 
-    topic = f"profiled-{path}"
+    topic = f"profiled-{kind}-{path}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     k = 10_000
     value = pa.array([VALUE] * k, pa.binary())
+    extra, names = [], ["key", "value"]
+    if kind == "headers":
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        extra, names = [pa.array([[("source", b"sparkjob")]] * k, header_type)], [*names, "headers"]
     batches = [
         pa.record_batch(
-            [pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()), value],
-            names=["key", "value"],
+            [pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()), value, *extra],
+            names=names,
         )
         for lo in range(0, rows, k)
     ]
     config = {"bootstrap.servers": broker.bootstrap}
-    columns = WriteColumns(key=True, topic=False, partition=False, headers=False)
+    if kind == "lz4":
+        config["compression.type"] = "lz4"
+    columns = WriteColumns(key=True, topic=False, partition=False, headers=kind == "headers")
     broker_cpu = broker_cpu_s(broker)
     own_cpu = time.process_time()
     profile = cProfile.Profile()
@@ -538,7 +548,7 @@ def profile_write(broker: BrokerProcess, rows: int, path: str, top: int = 8) -> 
     pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
     body = [line for line in out.getvalue().splitlines() if line.strip()][-top - 1 :]
     return (
-        f"{path} path, one task writing {len(batches) * k:,} rows in {took:.2f} s under "
+        f"{path} path, one task writing {len(batches) * k:,} rows ({kind}) in {took:.2f} s under "
         f"cProfile; CPU: the task's process {own_cpu:.2f} s (Python and the client's "
         f"threads), the broker {broker_cpu:.2f} s:\n" + "\n".join(body)
     )
