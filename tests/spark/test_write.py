@@ -162,6 +162,15 @@ def test_stream_write_copies_a_topic(
             "serializer",
         ),
         ("value string", ("v",), {"topic": "t", "subscribe": "x"}, "append", "subscribe"),
+        # On both write paths alike, as Spark's connector says it.
+        ("topic string, value string", (None, "v"), {}, "append", "null topic present"),
+        (
+            "topic string, value string",
+            (None, "v"),
+            {"writePath": "client"},
+            "append",
+            "null topic present",
+        ),
     ],
 )
 def test_bad_writes_fail_naming_the_problem(
