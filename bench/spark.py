@@ -25,6 +25,8 @@ and for the first shape only, unless --reads-only:
     .venv/bin/python bench/spark.py                   # both shapes, 2 rounds
     .venv/bin/python bench/spark.py --shapes 500000x100 --reads-only  # a short run
     .venv/bin/python bench/spark.py --shapes 2000000x100 --writes-only  # writes only
+    .venv/bin/python bench/spark.py --shapes 2000000x100 --writes-only \\
+        --write-kinds plain,headers,lz4   # also with a header a row, and lz4
     .venv/bin/python bench/spark.py --profile         # also profile one task's read
     .venv/bin/python bench/spark.py --profile-workers # py-spy in Spark's Python workers
     .venv/bin/python bench/spark.py --record          # also append to bench/RESULTS.md
@@ -262,16 +264,33 @@ def ceiling_read(spark: Any) -> None:
     spark.read.format("ceiling").load().write.format("noop").mode("overwrite").save()
 
 
-def batch_write(spark: Any, bootstrap: str, topic: str, n: int, path: str = "batch") -> None:
+#: What --writes-only writes on each path besides plain rows: a header a row
+#: ("source" = 8 bytes, 19 bytes more a record), lz4-compressed batches.
+WRITE_KINDS = {
+    "plain": ([], {}),
+    "headers": (
+        ["array(named_struct('key', 'source', 'value', cast('sparkjob' as binary))) as headers"],
+        {},
+    ),
+    "lz4": ([], {"kafka.compression.type": "lz4"}),
+}
+
+
+def batch_write(
+    spark: Any, bootstrap: str, topic: str, n: int, path: str = "batch", kind: str = "plain"
+) -> None:
+    columns, options = WRITE_KINDS[kind]
     df = spark.range(0, n, 1, PARTITIONS).selectExpr(
         "cast(lpad(cast(id as string), 10, 'k') as binary) as key",
         f"cast(repeat('x', {len(VALUE)}) as binary) as value",
+        *columns,
     )
     (
         df.write.format("moldau")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
         .option("writePath", path)
+        .options(**options)
         .mode("append")
         .save()
     )
@@ -371,6 +390,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--reads-only", action="store_true", help="skip writes and streams")
     parser.add_argument("--writes-only", action="store_true", help="only the batch writes")
+    parser.add_argument(
+        "--write-kinds",
+        default="plain",
+        help=f"with --writes-only, the rows written: some of {','.join(WRITE_KINDS)}",
+    )
     parser.add_argument("--profile", action="store_true", help="profile one task's read/write")
     parser.add_argument(
         "--profile-workers",
@@ -393,12 +417,13 @@ def main() -> None:
             topic = f"records-{size}"
             create_topic(bootstrap, topic, PARTITIONS)
             if args.writes_only:
-                tables.append(writes_only(spark, bootstrap, n, args.rounds, loads))
+                kinds = args.write_kinds.split(",")
+                tables.append(writes_only(spark, bootstrap, n, args.rounds, loads, kinds))
                 if args.profile:
-                    for path in ("batch", "client"):
-                        create_topic(bootstrap, f"{topic}-w{path}", PARTITIONS)
-                        profiles.append(profile_write(broker, n // PARTITIONS, path))
-                        print(profiles[-1], flush=True)
+                    for kind in kinds:
+                        for path in ("batch", "client"):
+                            profiles.append(profile_write(broker, n // PARTITIONS, path, kind))
+                            print(profiles[-1], flush=True)
                 continue
             t = time.perf_counter()
             fill(bootstrap, topic, n, b"x" * (size - KEY_SIZE))
@@ -465,7 +490,9 @@ def main() -> None:
             f.write(
                 f"\n## Spark data source, {datetime.date.today()} ({machine})\n\n"
                 f"`bench/spark.py --shapes {args.shapes}"
-                f"{' --writes-only' if args.writes_only else ''}`: local[2], one broker, "
+                f"{' --writes-only' if args.writes_only else ''}"
+                f"{f' --write-kinds {args.write_kinds}' if args.writes_only else ''}`: "
+                "local[2], one broker, "
                 "4 partitions. "
                 f"Load average after each round: {'; '.join(loads)}.\n\n"
                 f"{text}\n{profile}"
@@ -501,28 +528,37 @@ def other_measures(
     }
 
 
-def profile_write(broker: BrokerProcess, rows: int, path: str, top: int = 8) -> str:
-    """One task's write of `rows` rows (Arrow batches of 10,000, as Spark hands them)
-    in this process under cProfile, with the CPU it and the broker spent."""
+def profile_write(
+    broker: BrokerProcess, rows: int, path: str, kind: str = "plain", top: int = 8
+) -> str:
+    """One task's write of `rows` rows of a WRITE_KINDS kind (Arrow batches of
+    10,000, as Spark hands them) in this process under cProfile, with the CPU it and
+    the broker spent."""
     import pyarrow as pa
 
     from moldau.spark.batch_writer import BatchWriter
     from moldau.spark.options import WriteOptions
     from moldau.spark.writer import RecordWriter, WriteColumns
 
-    topic = f"profiled-{path}"
+    topic = f"profiled-{kind}-{path}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     k = 10_000
     value = pa.array([VALUE] * k, pa.binary())
+    extra, names = [], ["key", "value"]
+    if kind == "headers":
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        extra, names = [pa.array([[("source", b"sparkjob")]] * k, header_type)], [*names, "headers"]
     batches = [
         pa.record_batch(
-            [pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()), value],
-            names=["key", "value"],
+            [pa.array([b"k%09d" % i for i in range(lo, lo + k)], pa.binary()), value, *extra],
+            names=names,
         )
         for lo in range(0, rows, k)
     ]
     config = {"bootstrap.servers": broker.bootstrap}
-    columns = WriteColumns(key=True, topic=False, partition=False, headers=False)
+    if kind == "lz4":
+        config["compression.type"] = "lz4"
+    columns = WriteColumns(key=True, topic=False, partition=False, headers=kind == "headers")
     broker_cpu = broker_cpu_s(broker)
     own_cpu = time.process_time()
     profile = cProfile.Profile()
@@ -544,7 +580,7 @@ def profile_write(broker: BrokerProcess, rows: int, path: str, top: int = 8) -> 
     pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
     body = [line for line in out.getvalue().splitlines() if line.strip()][-top - 1 :]
     return (
-        f"{path} path, one task writing {len(batches) * k:,} rows in {took:.2f} s under "
+        f"{path} path, one task writing {len(batches) * k:,} rows ({kind}) in {took:.2f} s under "
         f"cProfile; CPU: the task's process {own_cpu:.2f} s (Python and the client's "
         f"threads), the broker {broker_cpu:.2f} s:\n" + "\n".join(body)
     )
@@ -568,31 +604,39 @@ def broker_cpu_s(broker: BrokerProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def writes_only(spark: Any, bootstrap: str, n: int, rounds: int, loads: list[str]) -> str:
-    """The batch write on each path, side by side (and a warm-up write first)."""
+def writes_only(
+    spark: Any, bootstrap: str, n: int, rounds: int, loads: list[str], kinds: list[str]
+) -> str:
+    """The batch write of each kind on each path, side by side (and a warm-up write
+    first): a table a kind, its ratios to the same kind's client path."""
     create_topic(bootstrap, "warm-up", PARTITIONS)
     batch_write(spark, bootstrap, "warm-up", min(n, 100_000))
     register_null_sink(spark)
     null_write(spark, min(n, 100_000))
-    results: dict[str, list[float]] = {}
+    ceiling = "data sink ceiling (Python sink drops the rows)"
+    results: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
     for r in range(rounds):
-        rates = {"data sink ceiling (Python sink drops the rows)": timed(n, null_write, spark, n)}
-        for path in ("batch", "client"):
-            topic = f"written-{path}-{r}"
-            create_topic(bootstrap, topic, PARTITIONS)
-            rates[f"batch write (spark.range), {path} path"] = timed(
-                n, batch_write, spark, bootstrap, topic, n, path
-            )
-        for name, rate in rates.items():
-            results.setdefault(name, []).append(rate)
-            print(f"round {r + 1}: {name:42s} {rate:12,.0f} rows/s", flush=True)
+        dropped = timed(n, null_write, spark, n)
+        print(f"round {r + 1}: {ceiling:42s} {dropped:12,.0f} rows/s", flush=True)
+        for kind in kinds:
+            results[kind].setdefault(ceiling, []).append(dropped)
+            for path in ("batch", "client"):
+                topic = f"written-{kind}-{path}-{r}"
+                create_topic(bootstrap, topic, PARTITIONS)
+                name = f"batch write (spark.range), {path} path"
+                rate = timed(n, batch_write, spark, bootstrap, topic, n, path, kind)
+                results[kind].setdefault(name, []).append(rate)
+                print(f"round {r + 1}: {kind:7s} {name:42s} {rate:12,.0f} rows/s", flush=True)
         loads.append(load())
-    return table(
-        f"{n:,} x 100 B records written",
-        results,
-        rounds,
-        "batch write (spark.range), client path",
-        "client path",
+    return "\n\n".join(
+        table(
+            f"{n:,} x 100 B records written" + ("" if kind == "plain" else f", {kind}"),
+            results[kind],
+            rounds,
+            "batch write (spark.range), client path",
+            "client path",
+        )
+        for kind in kinds
     )
 
 

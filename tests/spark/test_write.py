@@ -162,6 +162,15 @@ def test_stream_write_copies_a_topic(
             "serializer",
         ),
         ("value string", ("v",), {"topic": "t", "subscribe": "x"}, "append", "subscribe"),
+        # On both write paths alike, as Spark's connector says it.
+        ("topic string, value string", (None, "v"), {}, "append", "null topic present"),
+        (
+            "topic string, value string",
+            (None, "v"),
+            {"writePath": "client"},
+            "append",
+            "null topic present",
+        ),
     ],
 )
 def test_bad_writes_fail_naming_the_problem(
@@ -202,9 +211,12 @@ def consume_stamped(bootstrap: str, topic: str, partitions: int, n: int) -> list
 def test_the_batch_path_writes_what_the_client_path_writes(
     spark: Any, bootstrap: str, topic_name: str
 ) -> None:
-    """Keys to murmur2's partitions, a partition column's rows to theirs, keyless
-    rows anywhere, null keys and values kept, no headers, CreateTime stamps of the
-    write's time: on both paths alike."""
+    """Rows to two topics by a topic column, keys to murmur2's partitions, a
+    partition column's rows to theirs, keyless rows anywhere, null keys and values
+    kept, headers (null values, several, none), lz4-compressed, CreateTime stamps of
+    the write's time: on both paths alike."""
+    from pyspark.sql import functions as F
+
     n = 3000
     rows = [
         (
@@ -212,49 +224,98 @@ def test_the_batch_path_writes_what_the_client_path_writes(
             # (key, value) names a row: no row has neither.
             None if i % 11 == 0 and i % 7 else b"value-%d" % i,
             i % 4 if i % 5 == 0 else None,
+            None if i % 4 == 0 else [("h", b"%d" % i), ("nil", None)][: i % 3],
+            "ab"[i % 2],
         )
         for i in range(n)
     ]
-    df = spark.createDataFrame(rows, "key string, value binary, partition int").repartition(2)
+    df = spark.createDataFrame(
+        rows,
+        "key string, value binary, partition int, "
+        "headers array<struct<key:string,value:binary>>, dest string",
+    ).repartition(2)
     written = {}
     for path in ("client", "batch"):
-        topic = f"{topic_name}-{path}"
-        create_topic(bootstrap, topic, partitions=4)
+        topics = {d: f"{topic_name}-{path}-{d}" for d in "ab"}
+        for topic in topics.values():
+            create_topic(bootstrap, topic, partitions=4)
         before = int(time.time() * 1000)
         (
-            df.write.format("moldau")
+            df.withColumn("topic", F.concat(F.lit(f"{topic_name}-{path}-"), "dest"))
+            .drop("dest")
+            .write.format("moldau")
             .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", topic)
+            .option("kafka.compression.type", "lz4")
             .option("writePath", path)
             .mode("append")
             .save()
         )
         after = int(time.time() * 1000)
-        got = consume_stamped(bootstrap, topic, 4, n)
+        got = [
+            (d, *r)
+            for d, topic in topics.items()
+            for r in consume_stamped(bootstrap, topic, 4, n // 2)
+        ]
         assert {stamp[0] for *_, stamp in got} == {1}  # CreateTime
         assert all(before <= stamp[1] <= after for *_, stamp in got)
-        assert all(headers is None for _, _, _, headers, _ in got)
         written[path] = got
     client, batch = written["client"], written["batch"]
     # Rows with a key or a partition land alike; keyless ones may land anywhere.
     placed = {
         (f"key-{i}".encode() if k else None, v)
-        for i, (k, v, p) in enumerate(rows)
+        for i, (k, v, p, _, _) in enumerate(rows)
         if k or p is not None
     }
 
     def where(got: list[Any]) -> list[Any]:
-        return sorted(((r[1], r[2], r[0]) for r in got if (r[1], r[2]) in placed), key=repr)
+        return sorted(((r[2], r[3], r[0], r[1]) for r in got if (r[2], r[3]) in placed), key=repr)
+
+    def contents(got: list[Any]) -> list[Any]:
+        return sorted(((r[0], r[2], r[3], r[4]) for r in got), key=repr)
 
     assert len(where(batch)) == len(placed)
     assert where(batch) == where(client)
-    assert sorted(((r[1], r[2]) for r in batch), key=repr) == sorted(
-        ((r[1], r[2]) for r in client), key=repr
+    assert contents(batch) == contents(client)
+    assert contents(batch) == sorted(
+        ((d, k and k.encode(), v, hs or None) for k, v, _, hs, d in rows), key=repr
     )
     # The batch path stamps each Arrow batch's records of a partition alike (a task
     # here has one Arrow batch): it did write these, it did not fall back.
-    for p in range(4):
-        assert len({r[4][1] for r in batch if r[0] == p}) <= 2
+    for d in "ab":
+        for p in range(4):
+            assert len({r[5][1] for r in batch if r[:2] == (d, p)}) <= 2
+
+
+def test_the_batch_paths_compressed_batches_read_back(bootstrap: str, topic_name: str) -> None:
+    """Each codec's batches, with headers, taken by Moldau and read by confluent-kafka,
+    a partition a codec (no Spark: the task's writer in this process)."""
+    import pyarrow as pa
+
+    from moldau.spark.batch_writer import BatchWriter
+
+    codecs = ["gzip", "snappy", "lz4", "zstd"]
+    create_topic(bootstrap, topic_name, partitions=len(codecs))
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    for p, codec in enumerate(codecs):
+        writer = BatchWriter(
+            {"bootstrap.servers": bootstrap, "compression.type": codec}, topic_name
+        )
+        writer.write(
+            pa.record_batch(
+                [
+                    pa.array([p] * 500, pa.int32()),
+                    pa.array([b"v%d" % i + b"x" * 100 for i in range(500)]),
+                    pa.array([[("h", codec.encode()), ("n", None)]] * 500, header_type),
+                ],
+                names=["partition", "value", "headers"],
+            )
+        )
+        writer.close()
+    assert consume_all(bootstrap, topic_name, len(codecs), 500 * len(codecs)) == [
+        (p, None, b"v%d" % i + b"x" * 100, [("h", codec.encode()), ("n", None)])
+        for p, codec in enumerate(codecs)
+        for i in range(500)
+    ]
 
 
 def test_the_batch_path_sends_large_arrow_batches_in_order(bootstrap: str, topic_name: str) -> None:

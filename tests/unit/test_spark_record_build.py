@@ -1,6 +1,7 @@
 """The Spark sink's record building (moldau.spark.record_build): the C helper and
-the Python fallback build the same bytes, equal to moldau.protocol.records'
-builder and read back as the rows they came from; the partitioner is Kafka's."""
+the Python fallback build the same bytes, headers included, equal to
+moldau.protocol.records' builder and read back as the rows they came from; the
+partitioner is Kafka's."""
 
 from __future__ import annotations
 
@@ -10,12 +11,19 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from moldau.protocol.records import build_batch, iter_records, wrap_records
+from moldau.protocol.records import Compression, build_batch, iter_records, wrap_records
 from moldau.spark import record_build
+from moldau.spark.batch_writer import compression_of
 from moldau.spark.options import WriteOptions
-from moldau.spark.record_build import BinaryColumn, build_py, murmur2_py, partitions_py
+from moldau.spark.record_build import (
+    BinaryColumn,
+    HeaderColumn,
+    build_py,
+    murmur2_py,
+    partitions_py,
+)
 from moldau.spark.write_path import batch_path_refusal
-from moldau.spark.writer import WriteColumns
+from moldau.spark.writer import producer_config
 
 needs_c = pytest.mark.skipif(not record_build.COMPILED, reason="the C helper is not built")
 
@@ -55,10 +63,29 @@ def test_c_partitions_equal_pythons_and_nulls_have_none() -> None:
     assert record_build.key_partitions(column, len(keys), 7).tolist()[500:] == expected
 
 
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def random_headers(rng: random.Random, n: int) -> list[list[tuple[str, bytes | None]] | None]:
+    """Rows of no headers (null or empty) and of several, values null or not."""
+    return [
+        None
+        if rng.random() < 0.2
+        else [
+            (f"h{rng.randrange(300)}" * rng.choice((0, 1, 40)), v)
+            for v in random_column(rng, rng.choice((0, 1, 3, 200)), nulls=True)
+        ]
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize("with_headers", [False, True])
 @pytest.mark.parametrize("nulls", [False, True])
 @pytest.mark.parametrize("with_keys", [False, True])
-def test_records_equal_the_protocol_builders_and_read_back(nulls: bool, with_keys: bool) -> None:
-    rng = random.Random(int(nulls) * 2 + int(with_keys))
+def test_records_equal_the_protocol_builders_and_read_back(
+    nulls: bool, with_keys: bool, with_headers: bool
+) -> None:
+    rng = random.Random(int(nulls) * 4 + int(with_keys) * 2 + int(with_headers))
     n = 400
     keys = random_column(rng, n, nulls) if with_keys else [None] * n
     values = random_column(rng, n, nulls)
@@ -69,16 +96,28 @@ def test_records_equal_the_protocol_builders_and_read_back(nulls: bool, with_key
     values = [None if v is None else v.hex().encode() for v in values]
     key_col = BinaryColumn.of(key_array) if key_array is not None else None
     value_col = BinaryColumn.of(value_array)
+    headers = random_headers(rng, n) if with_headers else [None] * n
+    # Sliced too: the list's offsets then point into the middle of its entries.
+    header_col = (
+        HeaderColumn.of(pa.array([[("pad", b"")], *headers], HEADERS).slice(1))
+        if with_headers
+        else None
+    )
     rows = np.array(sorted(rng.sample(range(n), 150)), dtype=np.int64)
-    expected_pairs = [(keys[r], values[r]) for r in rows.tolist()]
-    body = build_py(key_col, value_col, rows)
+    expected = [(keys[r], values[r], headers[r] or []) for r in rows.tolist()]
+    body = build_py(key_col, value_col, rows, header_col)
     if record_build.COMPILED:
-        assert record_build.build(key_col, value_col, rows) == body
+        assert record_build.build(key_col, value_col, rows, header_col) == body
     batch = wrap_records(body, len(rows), base_timestamp=1234, max_timestamp=1234)
-    assert batch == build_batch(expected_pairs, timestamp=1234)
-    assert [(r.key, r.value, r.offset, r.timestamp) for r in iter_records(batch)] == [
-        (k, v, i, 1234) for i, (k, v) in enumerate(expected_pairs)
-    ]
+    assert batch == build_batch(expected, timestamp=1234)
+    assert [
+        (r.key, r.value, list(r.headers), r.offset, r.timestamp) for r in iter_records(batch)
+    ] == [(k, v, h, i, 1234) for i, (k, v, h) in enumerate(expected)]
+
+
+def test_a_header_with_a_null_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="header's key is null"):
+        HeaderColumn.of(pa.array([[("k", b"v")], [(None, b"v")]], HEADERS))
 
 
 def test_an_empty_selection_builds_nothing() -> None:
@@ -87,21 +126,35 @@ def test_an_empty_selection_builds_nothing() -> None:
     assert record_build.build(None, column, np.array([], dtype=np.int64)) == b""
 
 
-def refusal(config: dict[str, str], **columns: bool) -> str | None:
-    cols = WriteColumns(key=True, topic=False, partition=False, headers=False)
-    cols = WriteColumns(**{**cols.__dict__, **columns})
-    return batch_path_refusal(WriteOptions({"bootstrap.servers": "h:1", **config}, "t"), cols)
+def refusal(config: dict[str, str]) -> str | None:
+    return batch_path_refusal(WriteOptions({"bootstrap.servers": "h:1", **config}, "t"))
 
 
 def test_the_batch_path_refuses_what_it_does_not_serve() -> None:
     assert refusal({}) is None
     assert refusal({"acks": "all", "linger.ms": "5", "partitioner": "murmur2_random"}) is None
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        assert refusal({"compression.type": codec, "compression.level": "3"}) is None
+        assert refusal({"compression.codec": codec.upper()}) is None
+    assert refusal({"compression.type": "zstd", "compression.zstd.level": "7"}) is None
     assert "acks=1" in (refusal({"acks": "1"}) or "")
     assert "SASL_SSL" in (refusal({"security.protocol": "SASL_SSL"}) or "")
-    assert "compression.type=lz4" in (refusal({"compression.type": "lz4"}) or "")
+    assert "compression.codec=inherit" in (refusal({"compression.codec": "inherit"}) or "")
     assert "partitioner=consistent" in (refusal({"partitioner": "consistent"}) or "")
     assert "max.in.flight" in (refusal({"max.in.flight": "1"}) or "")
-    assert "headers column" in (refusal({}, headers=True) or "")
-    no_topic = WriteOptions({"bootstrap.servers": "h:1"})
-    cols = WriteColumns(key=False, topic=True, partition=False, headers=False)
-    assert "topic column" in (batch_path_refusal(no_topic, cols) or "")
+
+
+def test_the_codec_and_its_level() -> None:
+    assert compression_of({}) == (Compression.NONE, None)
+    assert compression_of({"compression.codec": "Snappy"}) == (Compression.SNAPPY, None)
+    gzip = {"compression.type": "gzip"}
+    assert compression_of({**gzip, "compression.level": "-1"}) == (Compression.GZIP, None)
+    assert compression_of({**gzip, "compression.level": "4"}) == (Compression.GZIP, 4)
+    # Kafka's name for the codec's level wins; another codec's is not this one's.
+    both = {**gzip, "compression.level": "4", "compression.gzip.level": "9"}
+    assert compression_of(both) == (Compression.GZIP, 9)
+    assert compression_of({**gzip, "compression.zstd.level": "9"}) == (Compression.GZIP, None)
+    # The client path's librdkafka knows only compression.level: Kafka's names become it.
+    assert producer_config({**gzip, "compression.gzip.level": "9"})["compression.level"] == "9"
+    assert "compression.level" not in producer_config({**gzip, "compression.lz4.level": "9"})
+    assert "compression.lz4.level" not in producer_config({**gzip, "compression.lz4.level": "9"})

@@ -1,9 +1,14 @@
 /* The Spark sink's record building in C (moldau.spark.record_build says why).
  *
- * build(key_offsets, key_data, key_nulls, value_offsets, value_data, value_nulls, rows)
- *   -> bytes: the records of a v2 batch (uncompressed, no headers, timestamp delta 0,
- *   offset delta i) for the rows `rows` (int64) of Arrow binary columns given as their
- *   int32 offsets, data and a uint8 null flag per row; key_offsets None: no keys.
+ * build(key_offsets, key_data, key_nulls, value_offsets, value_data, value_nulls, rows,
+ *       header_offsets, header_nulls, hkey_offsets, hkey_data, hvalue_offsets,
+ *       hvalue_data, hvalue_nulls)
+ *   -> bytes: the records of a v2 batch (uncompressed, timestamp delta 0, offset delta
+ *   i) for the rows `rows` (int64) of Arrow binary columns given as their int32
+ *   offsets, data and a uint8 null flag per row; key_offsets None: no keys. A row's
+ *   headers are entries header_offsets[row]..header_offsets[row + 1] of the header
+ *   key and value columns (keys never null), none for a null row; header_offsets
+ *   None: no headers column.
  * murmur2(key_offsets, key_data, key_nulls, rows, partitions) -> bytes of int32: Kafka's
  *   Java partitioner (murmur2 of the key, made positive, modulo partitions), -1 for a
  *   null key, for each of the first `rows` rows.
@@ -57,28 +62,72 @@ static char *put_field(char *p, const column *c, int64_t row, int64_t len) {
     return p;
 }
 
+/* nulls NULL: the column has none. */
 static int column_of(column *c, Py_buffer *offsets, Py_buffer *data, Py_buffer *nulls) {
     c->offsets = (const int32_t *)offsets->buf;
     c->data = (const char *)data->buf;
-    c->nulls = (const uint8_t *)nulls->buf;
+    c->nulls = nulls != NULL ? (const uint8_t *)nulls->buf : NULL;
     return 0;
 }
 
+typedef struct {
+    const int32_t *offsets; /* NULL: no headers column */
+    const uint8_t *nulls;
+    column keys, values;
+} headers;
+
+/* The row's headers: entries [*first, *end). */
+static void header_range(const headers *h, int64_t row, int64_t *first, int64_t *end) {
+    if (h->offsets == NULL || (h->nulls != NULL && h->nulls[row])) {
+        *first = *end = 0;
+        return;
+    }
+    *first = h->offsets[row];
+    *end = h->offsets[row + 1];
+}
+
+/* The size of the row's header count and headers. */
+static int64_t headers_size(const headers *h, int64_t row) {
+    int64_t first, end;
+    header_range(h, row, &first, &end);
+    int64_t size = varint_size(end - first);
+    for (int64_t e = first; e < end; e++)
+        size += field_size(field_len(&h->keys, e)) + field_size(field_len(&h->values, e));
+    return size;
+}
+
+static char *put_headers(char *p, const headers *h, int64_t row) {
+    int64_t first, end;
+    header_range(h, row, &first, &end);
+    p = put_varint(p, end - first);
+    for (int64_t e = first; e < end; e++) {
+        p = put_field(p, &h->keys, e, field_len(&h->keys, e));
+        p = put_field(p, &h->values, e, field_len(&h->values, e));
+    }
+    return p;
+}
+
 static PyObject *build(PyObject *self, PyObject *args) {
-    Py_buffer ko, kd, kn, vo, vd, vn, rb;
-    if (!PyArg_ParseTuple(args, "z*z*z*y*y*z*y*", &ko, &kd, &kn, &vo, &vd, &vn, &rb))
+    Py_buffer ko, kd, kn, vo, vd, vn, rb, ho, hn, hko, hkd, hvo, hvd, hvn;
+    if (!PyArg_ParseTuple(args, "z*z*z*y*y*z*y*z*z*z*z*z*z*z*", &ko, &kd, &kn, &vo, &vd, &vn,
+                          &rb, &ho, &hn, &hko, &hkd, &hvo, &hvd, &hvn))
         return NULL;
     column key, value;
     column_of(&key, &ko, &kd, &kn);
     column_of(&value, &vo, &vd, &vn);
+    headers hs;
+    hs.offsets = (const int32_t *)ho.buf;
+    hs.nulls = (const uint8_t *)hn.buf;
+    column_of(&hs.keys, &hko, &hkd, NULL);
+    column_of(&hs.values, &hvo, &hvd, &hvn);
     const int64_t *rows = (const int64_t *)rb.buf;
     Py_ssize_t count = rb.len / (Py_ssize_t)sizeof(int64_t);
     PyObject *out = NULL;
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t row = rows[i];
-        int64_t body = 3 + varint_size(i) + field_size(field_len(&key, row)) +
-                       field_size(field_len(&value, row));
+        int64_t body = 2 + varint_size(i) + field_size(field_len(&key, row)) +
+                       field_size(field_len(&value, row)) + headers_size(&hs, row);
         total += varint_size(body) + body;
     }
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
@@ -88,14 +137,15 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t row = rows[i];
         int64_t klen = field_len(&key, row), vlen = field_len(&value, row);
-        int64_t body = 3 + varint_size(i) + field_size(klen) + field_size(vlen);
+        int64_t body =
+            2 + varint_size(i) + field_size(klen) + field_size(vlen) + headers_size(&hs, row);
         p = put_varint(p, body);
         *p++ = 0; /* attributes */
         *p++ = 0; /* timestamp delta */
         p = put_varint(p, i);
         p = put_field(p, &key, row, klen);
         p = put_field(p, &value, row, vlen);
-        *p++ = 0; /* no headers */
+        p = put_headers(p, &hs, row);
     }
 done:
     PyBuffer_Release(&ko);
@@ -105,6 +155,13 @@ done:
     PyBuffer_Release(&vd);
     PyBuffer_Release(&vn);
     PyBuffer_Release(&rb);
+    PyBuffer_Release(&ho);
+    PyBuffer_Release(&hn);
+    PyBuffer_Release(&hko);
+    PyBuffer_Release(&hkd);
+    PyBuffer_Release(&hvo);
+    PyBuffer_Release(&hvd);
+    PyBuffer_Release(&hvn);
     return out;
 }
 

@@ -4,12 +4,15 @@ object per row.
 
 It writes what the confluent-kafka path (moldau.spark.writer.RecordWriter) writes:
 an idempotent producer (a producer id from InitProducerId, a sequence per
-partition, acks=all), a row with a `partition` goes there, a keyed row to murmur2 of
-its key modulo the partitions (Kafka's Java partitioner, the client path's
-`murmur2_random`), and rows with neither to one partition per Arrow batch (as the
-Java producer's sticky partitioner), each record stamped with the time its batch was
-built (CreateTime). One Produce request a leader is in flight while the next Arrow
-batch is built; a retriable error (the leader moved, not enough replicas, a broker
+partition, acks=all), each row to the `topic` option's topic or else its `topic`
+column's, a row with a `partition` goes there, a keyed row to murmur2 of its key
+modulo the partitions (Kafka's Java partitioner, the client path's
+`murmur2_random`), and rows with neither to one partition a topic per Arrow batch
+(as the Java producer's sticky partitioner), each record with its `headers` and
+stamped with the time its batch was built (CreateTime), a batch's records
+compressed as `compression.type` says (with the broker's codecs,
+moldau.protocol.records). One Produce request a leader is in flight while the next
+Arrow batch is built; a retriable error (the leader moved, not enough replicas, a broker
 gone) sends the same batch, with the same sequence, again, after looking the
 leaders up, until `delivery.timeout.ms`; the broker drops the duplicate a retry may
 make. Any other error fails the task, as on the client path.
@@ -25,10 +28,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.records import wrap_records
+from moldau.protocol.records import Compression, compress, wrap_records
 from moldau.spark import record_build
 from moldau.spark.fetch_client import (
     Address,
@@ -67,8 +71,43 @@ RETRIABLE = frozenset(
 )
 
 
+#: A partition of a topic.
+TP = tuple[str, int]
+
+#: The codecs of `compression.type` (librdkafka's `compression.codec` alike).
+CODECS = {
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+#: Spark's connector's message for a row with no topic to go to.
+NULL_TOPIC = "null topic present in the data. Use the topic option for setting a topic."
+
+
 class ProduceFailed(Exception):
     """A record could not be written: the task fails, as on the client path."""
+
+
+def row_topics(batch: pa.RecordBatch) -> pa.Array:
+    """The batch's `topic` column; a null in it fails the task, as in Spark."""
+    topics = batch.column("topic")
+    if topics.null_count:
+        raise ValueError(NULL_TOPIC)
+    return topics
+
+
+def compression_of(client_config: Mapping[str, str]) -> tuple[Compression, int | None]:
+    """The codec and its level: Kafka's `compression.<codec>.level`, else
+    librdkafka's `compression.level` (-1: the codec's default), else the codec's
+    default."""
+    c = client_config
+    name = (c.get("compression.type") or c.get("compression.codec") or "none").strip().lower()
+    codec = CODECS[name]
+    raw = c.get(f"compression.{name}.level") or c.get("compression.level")
+    level = None if raw is None or int(raw) == -1 else int(raw)
+    return codec, level
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,20 +119,26 @@ class WriteSettings:
     request_timeout_s: float
     delivery_timeout_s: float
     #: The most bytes of records in one batch (librdkafka's batch.size default, as on
-    #: the client path); the broker refuses batches over its max.message.bytes.
+    #: the client path), before compression; the broker refuses batches over its
+    #: max.message.bytes.
     batch_bytes: int = 1_000_000
+    compression: Compression = Compression.NONE
+    compression_level: int | None = None
 
     @classmethod
     def of(cls, client_config: Mapping[str, str]) -> WriteSettings:
         c = client_config
         request_ms = c.get("request.timeout.ms") or c.get("socket.timeout.ms") or "30000"
         delivery_ms = c.get("delivery.timeout.ms") or c.get("message.timeout.ms") or "120000"
+        codec, level = compression_of(c)
         return cls(
             parse_bootstrap(c["bootstrap.servers"]),
             c.get("client.id", "moldau-spark"),
             int(request_ms) / 1000,
             int(delivery_ms) / 1000,
             int(c.get("batch.size") or 1_000_000),
+            codec,
+            level,
         )
 
 
@@ -103,17 +148,18 @@ class _Pending:
 
     conn: Connection
     version: int
-    batches: dict[int, bytes] = field(default_factory=dict)
+    batches: dict[TP, bytes] = field(default_factory=dict)
 
 
 class BatchWriter:
-    """Writes a task's Arrow batches to one topic; `close()` waits for every
-    answer and raises the first failure. Not thread-safe: a task's own."""
+    """Writes a task's Arrow batches to `topic`, or with None to each row's `topic`
+    column's; `close()` waits for every answer and raises the first failure. Not
+    thread-safe: a task's own."""
 
     def __init__(
         self,
         client_config: Mapping[str, str],
-        topic: str,
+        topic: str | None,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -128,13 +174,15 @@ class BatchWriter:
         self._now_ms = now_ms
         self._open = connect or open_connection
         self._conns: dict[Address, Connection] = {}
-        self._leaders: dict[int, Address] = {}
-        self._sequences: dict[int, int] = {}
+        #: Each topic's partitions' leaders, looked up when a row first goes there.
+        self._leaders: dict[str, dict[int, Address]] = {}
+        self._sequences: dict[TP, int] = {}
         self._pending: list[_Pending] = []
         self._sticky = random.randrange(1 << 30)
         self.count = 0
         try:
-            self._load_leaders()
+            if topic is not None:
+                self._load_leaders([topic])
             self._producer_id, self._epoch = self._init_producer_id()
         except BaseException:
             self._close_connections()
@@ -167,9 +215,10 @@ class BatchWriter:
                 errors.append(str(e))
         raise BrokerError("no broker answered: " + "; ".join(errors))
 
-    def _load_leaders(self) -> None:
-        """The topic's partitions and their leaders, retried until the delivery timeout."""
+    def _load_leaders(self, topics: list[str]) -> None:
+        """The topics' partitions and their leaders, retried until the delivery timeout."""
         deadline = self._clock() + self.settings.delivery_timeout_s
+        wanted = set(topics)
         while True:
             try:
                 conn = self._any_connection()
@@ -178,29 +227,34 @@ class BatchWriter:
                     conn.versions[ApiKey.METADATA],
                     # As a producer's (allow.auto.create.topics): a broker with
                     # auto.create.topics.enable makes the topic, as for the client path.
-                    {"topics": [{"name": self.topic}], "allow_auto_topic_creation": True},
+                    {
+                        "topics": [{"name": t} for t in sorted(wanted)],
+                        "allow_auto_topic_creation": True,
+                    },
                 )
             except BrokerError as e:
                 self._close_connections()
                 if self._clock() > deadline:
-                    raise ProduceFailed(f"writing to {self.topic}: {e}") from e
+                    raise ProduceFailed(f"writing to {', '.join(sorted(wanted))}: {e}") from e
                 self._sleep(_BACKOFF_S)
                 continue
             brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
             for t in answer.topics:
-                if t.name != self.topic:
+                if t.name not in wanted:
                     continue
                 if t.error_code == ErrorCode.none and t.partitions:
                     leaders = {
                         int(p.partition_index): brokers.get(p.leader_id) for p in t.partitions
                     }
                     if all(a is not None for a in leaders.values()):
-                        self._leaders = {p: a for p, a in leaders.items() if a is not None}
-                        return
+                        self._leaders[t.name] = {p: a for p, a in leaders.items() if a is not None}
+                        wanted.discard(t.name)
                 elif t.error_code not in RETRIABLE:
-                    raise ProduceFailed(f"writing to {self.topic}: {_name(int(t.error_code))}")
+                    raise ProduceFailed(f"writing to {t.name}: {_name(int(t.error_code))}")
+            if not wanted:
+                return
             if self._clock() > deadline:
-                raise ProduceFailed(f"Topic {self.topic} not present in metadata")
+                raise ProduceFailed(f"Topic {min(wanted)} not present in metadata")
             self._sleep(_BACKOFF_S)
 
     def _init_producer_id(self) -> tuple[int, int]:
@@ -229,16 +283,28 @@ class BatchWriter:
 
     # -- writing --------------------------------------------------------------------
 
-    def _row_partitions(self, batch: pa.RecordBatch, key: record_build.BinaryColumn | None) -> Any:
+    def _row_topics(self, batch: pa.RecordBatch) -> tuple[list[str], Any]:
+        """The topics the batch's rows go to, and each row's index among them."""
+        if self.topic is not None:
+            return [self.topic], np.zeros(batch.num_rows, dtype=np.int32)
+        encoded = pc.dictionary_encode(row_topics(batch))
+        return encoded.dictionary.to_pylist(), np.asarray(encoded.indices, dtype=np.int32)
+
+    def _row_partitions(
+        self, batch: pa.RecordBatch, key: record_build.BinaryColumn | None, counts: Any
+    ) -> Any:
+        """Each row's partition; `counts`: each row's topic's partitions."""
         n = batch.num_rows
-        count = len(self._leaders)
         self._sticky += 1
-        sticky = self._sticky % count
+        sticky = (self._sticky % counts).astype(np.int32)
         if key is not None:
-            parts = record_build.key_partitions(key, n, count).copy()
-            parts[parts < 0] = sticky
+            parts = np.empty(n, dtype=np.int32)
+            for count in np.unique(counts).tolist():
+                same = counts == count
+                parts[same] = record_build.key_partitions(key, n, count)[same]
+            parts = np.where(parts < 0, sticky, parts)
         else:
-            parts = np.full(n, sticky, dtype=np.int32)
+            parts = sticky
         if "partition" in batch.schema.names:
             given = batch.column("partition")
             chosen = np.asarray(given.fill_null(-1), dtype=np.int32)
@@ -255,46 +321,62 @@ class BatchWriter:
             if "key" in batch.schema.names
             else None
         )
-        parts = self._row_partitions(batch, key)
-        unknown = parts[(parts < 0) | (parts >= len(self._leaders))]
+        headers = (
+            record_build.HeaderColumn.of(batch.column("headers"))
+            if "headers" in batch.schema.names
+            else None
+        )
+        topics, topic_of = self._row_topics(batch)
+        unseen = [t for t in topics if t not in self._leaders]
+        if unseen:
+            self._load_leaders(unseen)
+        counts = np.array([len(self._leaders[t]) for t in topics], dtype=np.int64)[topic_of]
+        parts = self._row_partitions(batch, key, counts)
+        unknown = np.flatnonzero((parts < 0) | (parts >= counts))
         if len(unknown):
+            row = int(unknown[0])
             raise ProduceFailed(
-                f"partition {int(unknown[0])} of {self.topic} does not exist "
-                f"(it has {len(self._leaders)})"
+                f"partition {int(parts[row])} of {topics[topic_of[row]]} does not exist "
+                f"(it has {int(counts[row])})"
             )
-        order = np.argsort(parts, kind="stable")
-        bounds = np.flatnonzero(np.diff(parts[order])) + 1
-        sizes = _record_sizes(key, value)
+        # Rows by topic, then partition, in their order within each.
+        place = topic_of.astype(np.int64) * (int(counts.max()) + 1) + parts
+        order = np.argsort(place, kind="stable")
+        bounds = np.flatnonzero(np.diff(place[order])) + 1
+        sizes = _record_sizes(key, value, headers)
         stamp = self._now_ms()
-        chunks: dict[int, list[bytes]] = {}
+        codec, level = self.settings.compression, self.settings.compression_level
+        chunks: dict[TP, list[bytes]] = {}
         for rows in np.split(order, bounds):
-            p = int(parts[rows[0]])
+            tp = (topics[topic_of[rows[0]]], int(parts[rows[0]]))
             for chunk in _split(rows, sizes, self.settings.batch_bytes):
-                sequence = self._sequences.get(p, 0)
-                chunks.setdefault(p, []).append(
+                sequence = self._sequences.get(tp, 0)
+                records = record_build.build(key, value, chunk.astype(np.int64), headers)
+                chunks.setdefault(tp, []).append(
                     wrap_records(
-                        record_build.build(key, value, chunk.astype(np.int64)),
+                        compress(codec, records, level),
                         len(chunk),
                         base_timestamp=stamp,
                         max_timestamp=stamp,
+                        compression=codec,
                         producer_id=self._producer_id,
                         producer_epoch=self._epoch,
                         base_sequence=sequence,
                     )
                 )
                 # Kafka's sequences wrap at Integer.MAX_VALUE.
-                self._sequences[p] = (sequence + len(chunk)) & 0x7FFFFFFF
+                self._sequences[tp] = (sequence + len(chunk)) & 0x7FFFFFFF
         self._complete()
         self._send(chunks)
         self.count += n
 
-    def _by_leader(self, batches: dict[int, bytes]) -> dict[Address, dict[int, bytes]]:
-        out: dict[Address, dict[int, bytes]] = {}
-        for p, b in batches.items():
-            out.setdefault(self._leaders[p], {})[p] = b
+    def _by_leader(self, batches: dict[TP, bytes]) -> dict[Address, dict[TP, bytes]]:
+        out: dict[Address, dict[TP, bytes]] = {}
+        for (t, p), b in batches.items():
+            out.setdefault(self._leaders[t][p], {})[(t, p)] = b
         return out
 
-    def _send_to(self, address: Address, group: dict[int, bytes]) -> _Pending:
+    def _send_to(self, address: Address, group: dict[TP, bytes]) -> _Pending:
         """A Produce request of `group` to `address`; BrokerError if it cannot go."""
         try:
             conn = self._connect(address)
@@ -305,10 +387,10 @@ class BatchWriter:
             raise
         return _Pending(conn, version, group)
 
-    def _send(self, chunks: dict[int, list[bytes]]) -> None:
+    def _send(self, chunks: dict[TP, list[bytes]]) -> None:
         """Each partition's batches in order, one a request (Produce v3 and later
         take one batch a partition), all in flight until the next write."""
-        unsent: dict[int, list[bytes]] = {}
+        unsent: dict[TP, list[bytes]] = {}
         for j in range(max(len(c) for c in chunks.values())):
             group = {p: c[j] for p, c in chunks.items() if j < len(c)}
             for p in [p for p in group if p in unsent]:
@@ -326,20 +408,18 @@ class BatchWriter:
             self._complete()
             self._retry(unsent, "the leader could not be reached")
 
-    def _request(self, group: dict[int, bytes]) -> dict[str, Any]:
+    def _request(self, group: dict[TP, bytes]) -> dict[str, Any]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), b in group.items():
+            by_topic.setdefault(t, []).append({"index": p, "records": b})
         return {
             "transactional_id": None,
             "acks": -1,
             "timeout": int(self.settings.request_timeout_s * 1000),
-            "topic_data": [
-                {
-                    "name": self.topic,
-                    "partition_data": [{"index": p, "records": b} for p, b in group.items()],
-                }
-            ],
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()],
         }
 
-    def _answer(self, pending: _Pending) -> dict[int, int]:
+    def _answer(self, pending: _Pending) -> dict[TP, int]:
         """Each partition's error in the answer (network_exception for all if none came)."""
         try:
             answer = pending.conn.receive(ApiKey.PRODUCE, pending.version)
@@ -348,17 +428,16 @@ class BatchWriter:
             return dict.fromkeys(pending.batches, int(ErrorCode.network_exception))
         errors = dict.fromkeys(pending.batches, int(ErrorCode.network_exception))
         for t in answer.responses:
-            if t.name == self.topic:
-                for p in t.partition_responses:
-                    if int(p.index) in errors:
-                        errors[int(p.index)] = int(p.error_code)
+            for p in t.partition_responses:
+                if (t.name, int(p.index)) in errors:
+                    errors[(t.name, int(p.index))] = int(p.error_code)
         return errors
 
     def _complete(self) -> None:
         """Read every answer in flight; send again, in order, what a retriable
         error refused and what its partition had in flight after it."""
         pending, self._pending = self._pending, []
-        failed: dict[int, list[bytes]] = {}
+        failed: dict[TP, list[bytes]] = {}
         error = ErrorCode.none
         for request in pending:
             for p, e in self._answer(request).items():
@@ -371,25 +450,24 @@ class BatchWriter:
                 if e in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
                     continue
                 if e not in RETRIABLE:
-                    raise ProduceFailed(f"writing to {self.topic}-{p}: {_name(e)}")
+                    raise ProduceFailed(f"writing to {p[0]}-{p[1]}: {_name(e)}")
                 failed[p] = [request.batches[p]]
                 error = ErrorCode(e)
         if failed:
             self._retry(failed, _name(error))
 
-    def _retry(self, queues: dict[int, list[bytes]], why: str) -> None:
+    def _retry(self, queues: dict[TP, list[bytes]], why: str) -> None:
         """Send each partition's queued batches again, in order, one request at a
         time, until accepted or delivery.timeout.ms passed."""
         deadline = self._clock() + self.settings.delivery_timeout_s
         refused = True
         while queues:
             if self._clock() > deadline:
-                raise ProduceFailed(
-                    f"writing to {self.topic}: {why}, still after delivery.timeout.ms"
-                )
+                topics = ", ".join(sorted({t for t, _ in queues}))
+                raise ProduceFailed(f"writing to {topics}: {why}, still after delivery.timeout.ms")
             if refused:
                 self._sleep(_BACKOFF_S)
-                self._load_leaders()
+                self._load_leaders(sorted({t for t, _ in queues}))
             refused = False
             heads = {p: q[0] for p, q in queues.items()}
             for address, group in self._by_leader(heads).items():
@@ -404,7 +482,7 @@ class BatchWriter:
                         if not queues[p]:
                             del queues[p]
                     elif error not in RETRIABLE:
-                        raise ProduceFailed(f"writing to {self.topic}-{p}: {_name(error)}")
+                        raise ProduceFailed(f"writing to {p[0]}-{p[1]}: {_name(error)}")
                     else:
                         why, refused = _name(error), True
 
@@ -421,11 +499,21 @@ class BatchWriter:
         self._close_connections()
 
 
-def _record_sizes(key: record_build.BinaryColumn | None, value: record_build.BinaryColumn) -> Any:
-    """Each row's record size, at most: its key and value and 25 bytes of varints."""
+def _record_sizes(
+    key: record_build.BinaryColumn | None,
+    value: record_build.BinaryColumn,
+    headers: record_build.HeaderColumn | None,
+) -> Any:
+    """Each row's record size, at most: its key, value and headers and their varints."""
     sizes = np.diff(value.offsets).astype(np.int64) + 25
     if key is not None:
         sizes += np.diff(key.offsets)
+    if headers is not None:
+        # Each header's key and value and 10 bytes of their lengths' varints.
+        entry = np.diff(headers.keys.offsets).astype(np.int64)
+        entry += np.diff(headers.values.offsets) + 10
+        ends = np.concatenate(([0], np.cumsum(entry)))
+        sizes += ends[headers.offsets[1:]] - ends[headers.offsets[:-1]]
     return sizes
 
 

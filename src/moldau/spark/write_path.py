@@ -2,8 +2,8 @@
 them itself (moldau.spark.batch_writer, the default) or through confluent-kafka
 (moldau.spark.writer), which the option `writePath=client` asks for and which
 serves what the batch path does not: TLS and SASL, settings of the producer it
-does not honour (compression, a partitioner of librdkafka's), a `headers` or
-`topic` column, and brokers without Produce v3 (record batches v2). The switch is
+does not honour (a partitioner of librdkafka's, acks other than all), and brokers
+without Produce v3 (record batches v2). The switch is
 said in the log once per worker and reason (moldau.spark.read_path does the same
 for reads). Exactly-once writes go through moldau.spark.exactly_once.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from moldau.spark.batch_writer import BatchWriter
+from moldau.spark.batch_writer import CODECS, BatchWriter
 from moldau.spark.fetch_client import UnsupportedBroker
 from moldau.spark.fetch_reader import client_path_reason
 from moldau.spark.options import WriteOptions
@@ -46,14 +46,19 @@ SERVED = frozenset(
         # Retries go on until delivery.timeout.ms here, with a backoff of its own.
         "retries",
         "retry.backoff.ms",
+        # The level of the codec compression.type names (Kafka's, then librdkafka's).
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "compression.level",
     }
 )
 #: Values of settings the batch path serves only so.
 _ONLY = {
     # The client path's producer is idempotent, which librdkafka allows with acks=all only.
     "acks": ("all", "-1"),
-    "compression.type": ("none",),
-    "compression.codec": ("none",),
+    "compression.type": tuple(CODECS),
+    "compression.codec": tuple(CODECS),
     "partitioner": ("murmur2_random",),
 }
 
@@ -66,7 +71,7 @@ def _say_once(reason: str) -> None:
         log.warning("writing through confluent-kafka (the client path): %s", reason)
 
 
-def batch_path_refusal(options: WriteOptions, columns: WriteColumns) -> str | None:
+def batch_path_refusal(options: WriteOptions) -> str | None:
     """Why a write needs the client path, or None."""
     config = options.client_config
     reason = client_path_reason(config)
@@ -81,10 +86,6 @@ def batch_path_refusal(options: WriteOptions, columns: WriteColumns) -> str | No
             return f"the batch path does not serve the setting {key}"
     if config.get("enable.idempotence", "true").strip().lower() == "false":
         return "the batch path is always idempotent (enable.idempotence=false)"
-    if columns.headers:
-        return "the batch path does not write a headers column"
-    if options.topic is None:
-        return "the batch path writes to the topic option's topic, not a topic column"
     return None
 
 
@@ -94,11 +95,10 @@ def write_rows(
     """A task's at-least-once write: its rows' count."""
     if options.write_path == "client":
         return write_batches(options, columns, batches)
-    refusal = batch_path_refusal(options, columns)
+    refusal = batch_path_refusal(options)
     if refusal is not None:
         _say_once(refusal)
         return write_batches(options, columns, batches)
-    assert options.topic is not None
     try:
         writer = BatchWriter(options.client_config, options.topic)
     except UnsupportedBroker as e:

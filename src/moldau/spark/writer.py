@@ -21,6 +21,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType
 
+from moldau.spark.batch_writer import row_topics
 from moldau.spark.options import InvalidOptionError, WriteOptions
 from moldau.spark.schema import HEADERS_TYPE
 
@@ -58,7 +59,9 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> WriteColumn
     def check(name: str, allowed: tuple[DataType, ...], what: str) -> bool:
         if name not in types:
             return False
-        if types[name] not in allowed:
+        # By type alone: a headers column Spark SQL made (array(named_struct(...)))
+        # has non-null keys and entries, which DataType equality tells apart.
+        if types[name].simpleString() not in {t.simpleString() for t in allowed}:
             raise InvalidOptionError(
                 f"{name} attribute type must be {what}, not {types[name].simpleString()}"
             )
@@ -81,8 +84,19 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> WriteColumn
     return columns
 
 
+#: Kafka's levels of a codec (the batch path's names, as Spark's connector takes
+#: them); librdkafka has one `compression.level` instead.
+_CODEC_LEVELS = ("compression.gzip.level", "compression.lz4.level", "compression.zstd.level")
+
+
 def producer_config(client_config: Mapping[str, str]) -> dict[str, Any]:
-    return {**PRODUCER_DEFAULTS, **client_config}
+    config = {**PRODUCER_DEFAULTS, **client_config}
+    codec = config.get("compression.type") or config.get("compression.codec") or "none"
+    for key in _CODEC_LEVELS:
+        level = config.pop(key, None)
+        if level is not None and key == f"compression.{codec.strip().lower()}.level":
+            config.setdefault("compression.level", level)
+    return config
 
 
 class RecordWriter:
@@ -131,7 +145,7 @@ class RecordWriter:
         topics: Any = (
             repeat(self._options.topic, n)
             if self._options.topic is not None
-            else batch.column("topic").to_pylist()
+            else row_topics(batch).to_pylist()
         )
         if not cols.partition and not cols.headers:
             for topic, value, key in zip(topics, values, keys, strict=False):
