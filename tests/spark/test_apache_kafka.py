@@ -24,10 +24,11 @@ from moldau.testing.apache_kafka import KafkaBroker
 from moldau.testing.zookeeper import ZooKeeperServer
 from tests.integration.clients import create_topic
 from tests.spark.test_read import read
+from tests.spark.test_spark_connector import batch_read, rows
 from tests.spark.test_stream import Batches, every, run_available_now, stream
 from tests.spark.test_write import consume_stamped
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.java]
 
 #: Records written in message format v0 and v1 need inter.broker.protocol.version
 #: below 3.0 (from 3.0 on a topic's message.format.version is ignored).
@@ -241,7 +242,8 @@ def test_old_format_records_from_kafka_3_9_go_to_the_client_path_said_once(
     spark: Any, kafka39: str, topic_name: str, worker_logs: Any
 ) -> None:
     """Topics in message format v0 (no timestamps) and v1, compressed and not, and a
-    v2 topic on the same broker: read as the client path reads them. Each old-format
+    v2 topic on the same broker: read as the client path and Spark's own Kafka
+    connector read them. Each old-format
     partition, read by four tasks, is said in the log to go to the client path once
     per Python worker (local[2] has two); the v2 one is not."""
     formats = {"v0": "0.9.0", "v1": "0.10.2", "v2": "2.8"}
@@ -251,13 +253,14 @@ def test_old_format_records_from_kafka_3_9_go_to_the_client_path_said_once(
         for codec in ("none", "gzip", "lz4"):
             produce(kafka39, topic, 60, 2, headers=False, **{"compression.type": codec})
     options = {"subscribePattern": f"{topic_name}-.*", "startingOffsets": "earliest"}
-    fetched = read(spark, kafka39, minPartitions="24", **options)
+    fetched = batch_read(spark, "moldau", kafka39, minPartitions="24", **options)
     assert fetched.rdd.getNumPartitions() == 24
-    rows = every_column(fetched)
-    assert rows == every_column(read(spark, kafka39, fetchPath="client", **options))
-    assert len(rows) == 3 * 180
+    got = rows(fetched)
+    assert got == rows(batch_read(spark, "moldau", kafka39, fetchPath="client", **options))
+    assert got == rows(batch_read(spark, "kafka", kafka39, **options))  # Spark's own connector
+    assert len(got) == 3 * 180
     # Kafka's NO_TIMESTAMP_TYPE (-1) for v0, CreateTime (0) for the others.
-    assert {(r[2].rsplit("-", 1)[1], r[6]) for r in rows} == {("v0", -1), ("v1", 0), ("v2", 0)}
+    assert {(r[2].rsplit("-", 1)[1], r[6]) for r in got} == {("v0", -1), ("v1", 0), ("v2", 0)}
     said = [m["msg"] for m in worker_logs(topic_name)]
     for name in ("v0", "v1"):
         for partition in range(2):
