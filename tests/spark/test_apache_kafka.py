@@ -70,13 +70,14 @@ def kafka39(brokers: tuple[KafkaBroker, KafkaBroker]) -> str:
 
 @pytest.fixture
 def worker_logs(spark: Any) -> Iterator[Any]:
-    """Python workers' log records, which Spark keeps while this is on."""
+    """Python workers' log records of a switch to the client path that contain a
+    text (Spark keeps the workers' log records while this is on)."""
     spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
     try:
-        yield lambda topic: [
+        yield lambda text: [
             r.asDict(recursive=True)
             for r in spark.tvf.python_worker_logs().collect()
-            if topic in r.msg and "client path" in r.msg
+            if text in r.msg and "client path" in r.msg
         ]
     finally:
         spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
@@ -143,14 +144,13 @@ def test_read_committed_leaves_out_aborted_transactions_and_markers(
     committed = read(
         spark, kafka, subscribe=topic_name, **{"kafka.isolation.level": "read_committed"}
     )
-    got = sorted(r.value for r in committed.collect())
-    assert got == sorted(b"%d-%d" % (t, i) for t in (0, 2) for i in range(10))
+    got = sorted((r.partition, r.offset, r.value) for r in committed.collect())
+    assert sorted(v for *_, v in got) == sorted(
+        b"%d-%d" % (t, i) for t in (0, 2) for i in range(10)
+    )
     # Each transaction's 5 records a partition and its marker: the second committed
     # one's records follow an aborted one's and two markers.
-    offsets = sorted(
-        (r.partition, r.offset) for r in committed.select("partition", "offset").collect()
-    )
-    assert offsets == [(p, o) for p in (0, 1) for o in [*range(5), *range(12, 17)]]
+    assert [r[:2] for r in got] == [(p, o) for p in (0, 1) for o in [*range(5), *range(12, 17)]]
     uncommitted = read(spark, kafka, subscribe=topic_name)
     assert uncommitted.count() == 40
 
@@ -174,10 +174,10 @@ def test_a_stream_reads_kafka_in_bounded_micro_batches(
 
 
 def test_the_batch_path_writes_to_kafka_what_the_client_path_writes(
-    spark: Any, kafka: str, topic_name: str
+    spark: Any, kafka: str, topic_name: str, worker_logs: Any
 ) -> None:
-    """Read back alike, and as an idempotent producer's: each batch has a producer
-    id and sequences that follow on from the partition's last."""
+    """Read back alike, and as an idempotent producer's: each record batch has a
+    producer id and sequences that follow on from the partition's last."""
     n = 2000
     rows = [
         (None if i % 7 == 0 else f"key-{i}", b"value-%d" % i, i % 3 if i % 4 == 0 else None)
@@ -196,7 +196,11 @@ def test_the_batch_path_writes_to_kafka_what_the_client_path_writes(
 
     assert placed(written["batch"]) == placed(written["client"])
     assert len(placed(written["batch"])) == len(pinned)
-    assert sorted(r[1:3] for r in written["batch"]) == sorted(r[1:3] for r in written["client"])
+    keys = {path: {value: key for _, key, value, *_ in got} for path, got in written.items()}
+    assert keys["batch"] == keys["client"]
+    assert len(keys["batch"]) == n
+    # The batch path did not fall back (a worker says so once a reason).
+    assert worker_logs("writing through") == []
     for partition in range(3):
         headers = batch_headers(kafka, f"{topic_name}-batch", partition)
         assert headers and all(h.producer_id >= 0 for h in headers)
