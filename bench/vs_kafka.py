@@ -66,6 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from moldau.testing import apache_kafka, kafka_java  # noqa: E402
+from moldau.testing.apache_kafka import free_port  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, for the broker and the perf tools alike
@@ -74,12 +75,6 @@ JVM_PERFORMANCE_OPTS = apache_kafka.PERFORMANCE
 # kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh set this heap.
 TOOL_HEAP = "-Xmx512M"
 TOOL_TIMEOUT_S = 240.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_accepting(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
