@@ -30,9 +30,12 @@ from tests.spark.test_write import consume_stamped
 
 pytestmark = [pytest.mark.spark, pytest.mark.java]
 
+#: The consumer offsets' and transactions' topics of one partition, not 50: made on
+#: first use, they are then ready in a moment.
+SMALL = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"}
 #: Records written in message format v0 and v1 need inter.broker.protocol.version
 #: below 3.0 (from 3.0 on a topic's message.format.version is ignored).
-OLD_FORMATS = {"inter.broker.protocol.version": "2.8"}
+OLD_FORMATS = {"inter.broker.protocol.version": "2.8", **SMALL}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +45,7 @@ def brokers(
 ) -> Iterator[tuple[KafkaBroker, KafkaBroker]]:
     """Kafka 4.1.1 and Kafka 3.9, started at once (each JVM takes seconds)."""
     base = tmp_path_factory.mktemp("apache-kafka")
-    kafka4 = KafkaBroker.kraft(base / "kafka-4")
+    kafka4 = KafkaBroker.kraft(base / "kafka-4", SMALL)
     chroot = f"/kafka39-{uuid.uuid4().hex[:8]}"
     kafka39 = KafkaBroker.on_zookeeper(base / "kafka-3.9", zookeeper.connect + chroot, OLD_FORMATS)
     try:

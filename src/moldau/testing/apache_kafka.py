@@ -172,12 +172,15 @@ class KafkaBroker:
         self._dumping: Path | None = None
 
     @classmethod
-    def kraft(cls, directory: Path, **kwargs: Any) -> KafkaBroker:
+    def kraft(
+        cls, directory: Path, overrides: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> KafkaBroker:
         """A single-node KRaft cluster (Kafka 4.1 unless `distribution` says)."""
         port, controller_port = free_port(), free_port()
         props = kraft_properties(
             1, port, controller_port, f"1@127.0.0.1:{controller_port}", Path(directory) / "data"
         )
+        props |= dict(overrides or {})
         return cls(directory, props, port=port, kraft_cluster_id=cluster_id(), **kwargs)
 
     @classmethod
