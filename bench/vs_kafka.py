@@ -1,8 +1,9 @@
 """Moldau side by side with Apache Kafka 4.1.1 (issue 24), in one run, on one machine.
 
 Kafka is one KRaft node in combined mode (process.roles=broker,controller), started
-from the jars of tests/java/target/lib with a 512 MiB heap (-Xmx/-Xms, the JVM options
-of Kafka's own kafka-run-class.sh otherwise), its storage formatted first with
+by moldau.testing.apache_kafka.KafkaBroker from the jars of tests/java/target/lib with
+a 512 MiB heap (-Xmx/-Xms, the JVM options of Kafka's own kafka-run-class.sh otherwise,
+no class archive beyond the JDK's), its storage formatted first with
 kafka.tools.StorageTool. Moldau is `python -m moldau serve` from this checkout. Each
 runs in turn on 127.0.0.1 with the same topic settings (RF 1, --partitions each), and
 Kafka's own perf tools drive both:
@@ -43,7 +44,6 @@ Needs Java 17+ and Maven (tests/java is built on first use).
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime
 import math
 import os
@@ -65,24 +65,16 @@ from throughput import machine, publish
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from moldau.testing import kafka_java  # noqa: E402
+from moldau.testing import apache_kafka, kafka_java  # noqa: E402
+from moldau.testing.apache_kafka import free_port  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, for the broker and the perf tools alike
 # (tests/java/kafka-run-class defaults to C1 only, which suits short-lived tools, not these).
-JVM_PERFORMANCE_OPTS = (
-    "-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
-    "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true"
-)
+JVM_PERFORMANCE_OPTS = apache_kafka.PERFORMANCE
 # kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh set this heap.
 TOOL_HEAP = "-Xmx512M"
 TOOL_TIMEOUT_S = 240.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_accepting(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -167,76 +159,46 @@ def kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
 
 @contextmanager
 def kafka(workdir: Path, nodes: int, heap: str) -> Iterator[Server]:
-    """`nodes` KRaft nodes, each broker and controller (a static quorum of all)."""
-    kafka_java.ensure_built()
+    """`nodes` KRaft nodes, each broker and controller (a static quorum of all), with
+    kafka-run-class.sh's JVM options and no class archive of ours (as distributed)."""
     ports = [(free_port(), free_port()) for _ in range(nodes)]
     voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
-    rf = min(3, nodes)
-    configs = []
-    for i, (port, cport) in enumerate(ports):
-        node = workdir / f"kafka-{i + 1}"
-        node.mkdir(parents=True)
-        config = node / "server.properties"
-        config.write_text(
-            "process.roles=broker,controller\n"
-            f"node.id={i + 1}\n"
-            f"controller.quorum.voters={voters}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\n"
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"
-            "controller.listener.names=CONTROLLER\n"
-            "inter.broker.listener.name=PLAINTEXT\n"
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
-            f"log.dirs={node / 'data'}\n"
-            f"offsets.topic.replication.factor={rf}\n"
-            f"transaction.state.log.replication.factor={rf}\n"
-            "transaction.state.log.min.isr=1\n"
-            "group.initial.rebalance.delay.ms=0\n"
+    cluster = apache_kafka.cluster_id()
+    nodes_ = [
+        apache_kafka.KafkaBroker(
+            workdir / f"kafka-{i + 1}",
+            apache_kafka.kraft_properties(
+                i + 1, port, cport, voters, workdir / f"kafka-{i + 1}" / "data", min(3, nodes)
+            ),
+            port=port,
+            kraft_cluster_id=cluster,
+            heap=heap,
+            jvm_options=apache_kafka.PERFORMANCE,
+            class_archive=False,
         )
-        configs.append(config)
-    env = {
-        **os.environ,
-        "KAFKA_HEAP_OPTS": f"-Xmx{heap} -Xms{heap}",
-        "KAFKA_JVM_PERFORMANCE_OPTS": JVM_PERFORMANCE_OPTS,
-    }
-    # Kafka's form of a UUID: URL-safe base64 without padding.
-    cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-    began = time.monotonic()
-    formats = [
-        subprocess.Popen(
-            kafka_java.command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(c)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        for c in configs
+        for i, (port, cport) in enumerate(ports)
     ]
-    for f in formats:
-        _, err = f.communicate(timeout=120)
-        if f.returncode:
-            raise RuntimeError(f"kafka-storage format failed: {err.decode()[-2000:]}")
+    began = time.monotonic()
+    for n in nodes_:
+        n.format_storage()
     formatted = time.monotonic() - began
-    procs: list[subprocess.Popen[bytes]] = []
     try:
         start = time.monotonic()
-        for c in configs:
-            log = open(c.parent / "kafka.log", "wb")  # noqa: SIM115 (the child holds it)
-            procs.append(
-                subprocess.Popen(
-                    kafka_java.command("kafka.Kafka", str(c)), stdout=log, stderr=log, env=env
-                )
-            )
-            log.close()
-        for (port, _), p in zip(ports, procs, strict=True):
-            wait_accepting(port, p, 120)
+        for n in nodes_:
+            n.launch()
+        for n in nodes_:
+            n.wait_accepting(120)
         accepting = time.monotonic() - start
-        bootstrap = ",".join(f"127.0.0.1:{p}" for p, _ in ports)
-        wait_metadata(bootstrap, nodes)
-        server = Server("kafka", bootstrap, [p.pid for p in procs],
-                        [c.parent / "data" for c in configs], accepting,
+        for n in nodes_:
+            n.wait_ready(nodes)
+        server = Server("kafka", ",".join(n.bootstrap for n in nodes_), [n.pid for n in nodes_],
+                        [n.log_dir for n in nodes_], accepting,
                         time.monotonic() - start)  # fmt: skip
         server.notes.append(f"storage format (once, before the first start) {formatted:.1f} s")
         yield server
     finally:
-        kill_all(procs)
+        for n in nodes_:
+            n.kill()
 
 
 @contextmanager

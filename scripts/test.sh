@@ -42,9 +42,11 @@ PYTHON=${PYTHON:-python3}
 [ -d .venv/kio-0.5.0/kio ] || .venv/bin/pip install -q --disable-pip-version-check \
   --no-deps --target .venv/kio-0.5.0 kio==0.5.0
 
-# Kafka's jars from Maven Central into tests/java/target/lib (cached in ~/.m2), and
-# Spark's Kafka connector into tests/java/spark/target/lib.
+# Kafka's jars from Maven Central into tests/java/target/lib (cached in ~/.m2), Kafka
+# 3.9's broker (old message formats) into tests/java/kafka39/target/lib, and Spark's
+# Kafka connector into tests/java/spark/target/lib.
 mvn -q -B -f tests/java/pom.xml package
+mvn -q -B -f tests/java/kafka39/pom.xml package
 mvn -q -B -f tests/java/spark/pom.xml package
 # KafkaJS into tests/js/node_modules, as tests/js/package-lock.json pins it.
 (cd tests/js && npm ci --no-audit --no-fund --silent)

@@ -34,11 +34,11 @@ def test_what_the_fetching_path_cannot_read_goes_on_through_the_client_path(
     monkeypatch.setattr(read_path, "_said", set())
     r = OffsetRange("t", 0, 0, 10)
     with caplog.at_level(logging.WARNING, logger="moldau.spark.read_path"):
-        for _ in range(2):
+        for partition in (0, 0, 1):
             got = list(
                 read_path.read_range(
                     {"bootstrap.servers": "h:1"},
-                    r,
+                    OffsetRange("t", partition, 0, 10),
                     fetch_path="fetch",
                     include_headers=False,
                     fail_on_data_loss=True,
@@ -47,9 +47,11 @@ def test_what_the_fetching_path_cannot_read_goes_on_through_the_client_path(
             )
             assert got == ["offsets 0-4", "offsets 5-9"]
     assert asked[:2] == [("fetch", r), ("client", OffsetRange("t", 0, 5, 10))]
+    # Once for each partition, naming it and where the client path took over.
     assert caplog.messages == [
-        "reading through confluent-kafka (the client path): the fetching path does not read "
-        "message format v1"
+        f"reading t-{p} through confluent-kafka (the client path) from offset 5: the fetching "
+        "path does not read message format v1"
+        for p in (0, 1)
     ]
 
 

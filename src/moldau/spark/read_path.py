@@ -2,7 +2,9 @@
 (moldau.spark.fetch_reader, the default) or through confluent-kafka
 (moldau.spark.reader), which the option `fetchPath=client` asks for and which
 serves what the fetching path cannot: TLS and SASL, and record batches older than
-message format v2. The switch is said in the log once per worker and reason.
+message format v2. The switch is said in the log once per worker: for settings once
+per reason, for records once per partition (and reason), naming it and the offset
+the client path took over from.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ log = logging.getLogger(__name__)
 _said: set[str] = set()
 
 
-def _say_once(reason: str) -> None:
-    if reason not in _said:
-        _said.add(reason)
-        log.warning("reading through confluent-kafka (the client path): %s", reason)
+def _say_once(key: str, message: str, *args: object) -> None:
+    if key not in _said:
+        _said.add(key)
+        log.warning(message, *args)
 
 
 def read_range(
@@ -50,7 +52,12 @@ def read_range(
         return
     reason = client_path_reason(client_config)
     if reason is not None:
-        _say_once(f"the fetching path does not serve {reason}")
+        _say_once(
+            f"settings: {reason}",
+            "reading through confluent-kafka (the client path): the fetching path does not "
+            "serve %s",
+            reason,
+        )
         yield from client_path(r)
         return
     try:
@@ -62,5 +69,13 @@ def read_range(
             poll_timeout_ms=poll_timeout_ms,
         )
     except NeedsClientPath as e:
-        _say_once(f"the fetching path does not read {e.reason}")
+        _say_once(
+            f"{r.topic}-{r.partition} {e.reason}",
+            "reading %s-%s through confluent-kafka (the client path) from offset %s: the "
+            "fetching path does not read %s",
+            r.topic,
+            r.partition,
+            e.position,
+            e.reason,
+        )
         yield from client_path(OffsetRange(r.topic, r.partition, e.position, r.end))

@@ -185,18 +185,25 @@ def _to_batch(
 ) -> pa.RecordBatch:
     n = len(messages)
     stamps = list(map(Message.timestamp, messages))  # (type, ms) pairs
+    # librdkafka's timestamp types are 0 (none: message format v0), 1 (CreateTime) and
+    # 2 (LogAppendTime); Kafka's ids, which Spark shows, are -1, 0 and 1.
+    types = pc.subtract(pa.array(list(map(_FIRST, stamps)), pa.int32()), pa.scalar(1, pa.int32()))
+    # Without one librdkafka says 0 ms; Kafka's consumer says -1 (NO_TIMESTAMP), which
+    # Spark's connector shows as such.
+    ms = pc.if_else(
+        pc.equal(types, -1),
+        pa.scalar(-1, pa.int64()),
+        pa.array(list(map(_SECOND, stamps)), pa.int64()),
+    )
     columns = [
         pa.array(list(map(Message.key, messages)), pa.binary()),
         pa.array(list(map(Message.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(r.topic, pa.string()), n),
         pa.repeat(pa.scalar(r.partition, pa.int32()), n),
         pa.array(offsets, pa.int64()),
-        # librdkafka gives ms; Spark's timestamps are µs. Its timestamp types are
-        # 1 (CreateTime) and 2 (LogAppendTime); Kafka's ids, which Spark shows, are 0 and 1.
-        pc.multiply(pa.array(list(map(_SECOND, stamps)), pa.int64()), 1000).view(
-            schema.field("timestamp").type
-        ),
-        pc.subtract(pa.array(list(map(_FIRST, stamps)), pa.int32()), pa.scalar(1, pa.int32())),
+        # librdkafka gives ms; Spark's timestamps are µs.
+        pc.multiply(ms, 1000).view(schema.field("timestamp").type),
+        types,
     ]
     if include_headers:
         columns.append(pa.array(list(map(Message.headers, messages)), schema.field("headers").type))
