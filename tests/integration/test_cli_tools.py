@@ -72,7 +72,7 @@ def test_get_offsets_by_time_topic_and_partition_rules(cli: Cli) -> None:
     latest = cli.ok("get-offsets", "--topic", topic)
     # Kafka's order: by the text `topic-partition`, so 10 and 11 come before 2.
     order = [0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9]
-    assert latest.lines == [f"{topic}:{p}:{({0: 5, 2: 3, 10: 1}.get(p, 0))}" for p in order]
+    assert latest.lines == [f"{topic}:{p}:{ ({0: 5, 2: 3, 10: 1}.get(p, 0)) }" for p in order]
     assert offsets(cli.ok("get-offsets", "--topic", topic, "--time", "-2").out, topic) == {
         p: 0 for p in range(12)
     }
@@ -118,8 +118,8 @@ def test_delete_records_prints_the_low_watermark_or_the_error(cli: Cli, tmp_path
     plan = tmp_path / "offsets.json"
     entries = [
         {"topic": topic, "partition": 0, "offset": 12},
-        {"topic": topic, "partition": 1, "offset": 99},
         {"topic": "no-such-topic", "partition": 0, "offset": 1},
+        {"topic": topic, "partition": 1, "offset": 99},
     ]
     plan.write_text(json.dumps({"partitions": entries, "version": 1}))
 
@@ -128,9 +128,9 @@ def test_delete_records_prints_the_low_watermark_or_the_error(cli: Cli, tmp_path
         "Executing records delete operation",
         "Records delete operation completed:",
         f"partition: {topic}-0\tlow_watermark: 12",
-        f"partition: {topic}-1\terror: OFFSET_OUT_OF_RANGE",
         "partition: no-such-topic-0\terror: UNKNOWN_TOPIC_OR_PARTITION",
-    ]
+        f"partition: {topic}-1\terror: OFFSET_OUT_OF_RANGE",
+    ]  # in the file's order
     # The log start moved: earliest is now 12; -1 deletes up to the high watermark.
     assert cli.ok("get-offsets", "--topic", topic, "--time", "-2").lines == [
         f"{topic}:0:12",
