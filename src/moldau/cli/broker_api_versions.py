@@ -23,15 +23,13 @@ from confluent_kafka import KafkaException
 from kio.schema.index import api_key_map
 
 from moldau import __version__
-from moldau.cli.admin_call import AdminCalls, CallError
+from moldau.cli.admin_call import CallError, tool_calls
 from moldau.cli.common import (
-    TIMEOUT_S,
     add_bootstrap_argument,
     add_command_config_argument,
     admin_client,
     error_text,
     kafka_error,
-    read_config_file,
     wait_result,
 )
 from moldau.cli.errors import CliError
@@ -107,9 +105,8 @@ def run(args: argparse.Namespace) -> int:
     except KafkaException as e:
         err = kafka_error(e)
         raise CliError(error_text(err) if err is not None else str(e)) from None
-    settings = read_config_file(args.command_config, "--command-config")
     request = {"client_software_name": "moldau", "client_software_version": __version__}
-    with AdminCalls("broker-api-versions-tool", TIMEOUT_S, settings) as calls:
+    with tool_calls(args, "broker-api-versions-tool") as calls:
         for node in sorted(cluster.nodes, key=lambda n: int(n.id)):
             rack = node.rack if node.rack else "null"
             name = f"{node.host}:{node.port} (id: {node.id} rack: {rack} isFenced: false)"

@@ -26,14 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from moldau.cli.admin_call import AdminCalls, CallError
+from moldau.cli.admin_call import AdminCalls, CallError, tool_calls
 from moldau.cli.common import (
     TIMEOUT_S,
     add_bootstrap_argument,
     add_command_config_argument,
-    admin_client,
-    fetch_metadata,
-    read_config_file,
+    cluster_metadata,
 )
 from moldau.cli.errors import CliError
 from moldau.protocol.apis import ApiKey
@@ -102,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
         entries = parse_offsets(text)
     except CliError as e:
         raise CliError(f"--offset-json-file {path}: {e}") from None
-    admin, watch = admin_client(args)
-    md = fetch_metadata(admin, watch)
+    md = cluster_metadata(args)
     results: dict[Partition, str] = {}
     by_leader: dict[int, list[tuple[Partition, int]]] = {}
     for (topic, p), offset in entries:
@@ -113,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             by_leader.setdefault(t.partitions[p].leader, []).append(((topic, p), offset))
     print("Executing records delete operation")
-    settings = read_config_file(args.command_config, "--command-config")
-    with AdminCalls("delete-records-tool", TIMEOUT_S, settings) as calls:
+    with tool_calls(args, "delete-records-tool") as calls:
         for leader, asked in by_leader.items():
             results.update(_delete(calls, md.brokers.get(leader), leader, asked))
     print("Records delete operation completed:")

@@ -24,14 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from moldau.cli.admin_call import AdminCalls, CallError
+from moldau.cli.admin_call import AdminCalls, CallError, tool_calls
 from moldau.cli.common import (
-    TIMEOUT_S,
     add_bootstrap_argument,
     add_command_config_argument,
-    admin_client,
-    fetch_metadata,
-    read_config_file,
+    cluster_metadata,
 )
 from moldau.cli.errors import CliError
 from moldau.cli.topics import INTERNAL_TOPICS
@@ -179,8 +176,7 @@ def chosen_partitions(
 def run(args: argparse.Namespace) -> int:
     timestamp = parse_time(args.time)
     rules = parse_rules(args.topic, args.partitions, args.topic_partitions)
-    admin, watch = admin_client(args)
-    md = fetch_metadata(admin, watch)
+    md = cluster_metadata(args)
     topics = {name: list(t.partitions) for name, t in md.topics.items() if t.error is None}
     chosen = chosen_partitions(topics, rules, args.exclude_internal_topics)
     if not chosen:
@@ -189,8 +185,7 @@ def run(args: argparse.Namespace) -> int:
     for name, p in chosen:
         by_leader.setdefault(md.topics[name].partitions[p].leader, []).append((name, p))
     found: dict[tuple[str, int], int] = {}
-    settings = read_config_file(args.command_config, "--command-config")
-    with AdminCalls("GetOffsetShell", TIMEOUT_S, settings) as calls:
+    with tool_calls(args, "GetOffsetShell") as calls:
         for leader, partitions in by_leader.items():
             broker = md.brokers.get(leader)
             found.update(_list_offsets(calls, broker, leader, partitions, timestamp))

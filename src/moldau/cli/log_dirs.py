@@ -19,14 +19,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from moldau.cli.admin_call import AdminCalls, CallError
+from moldau.cli.admin_call import CallError, tool_calls
 from moldau.cli.common import (
-    TIMEOUT_S,
     add_bootstrap_argument,
     add_command_config_argument,
-    admin_client,
-    fetch_metadata,
-    read_config_file,
+    cluster_metadata,
 )
 from moldau.cli.errors import CliError
 from moldau.protocol.apis import ApiKey
@@ -86,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--describe is required")
     topics = set(_split(args.topic_list))
     asked = parse_brokers(args.broker_list)
-    admin, watch = admin_client(args)
-    md = fetch_metadata(admin, watch)
+    md = cluster_metadata(args)
     cluster = set(md.brokers)
     missing = asked - cluster
     if missing:
@@ -98,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
     brokers = sorted(asked or cluster)
     print("Querying brokers for log directories information")
     described = []
-    settings = read_config_file(args.command_config, "--command-config")
-    with AdminCalls("log-dirs-tool", TIMEOUT_S, settings) as calls:
+    with tool_calls(args, "log-dirs-tool") as calls:
         for broker_id in brokers:
             broker = md.brokers[broker_id]
             try:
