@@ -1,16 +1,23 @@
-"""The pure parts of `moldau get-offsets`, `delete-records` and `broker-api-versions`:
-Kafka's `--topic-partitions` rules and `--time` words, the offsets file, and the
-"usable" version shown against brokers newer or older than Moldau."""
+"""The parts of `moldau get-offsets`, `delete-records` and `broker-api-versions` that
+need no broker: Kafka's `--topic-partitions` rules and `--time` words, the offsets file,
+the "usable" version shown against brokers newer or older than Moldau, and asking a
+moved leader again."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
+from moldau.cli.admin_call import Address, CallError
 from moldau.cli.broker_api_versions import api_name, version_lines
 from moldau.cli.delete_records import parse_offsets
 from moldau.cli.errors import CliError
 from moldau.cli.get_offsets import chosen_partitions, parse_rules, parse_time
+from moldau.cli.leader_requests import Answer, Partition, ask_leaders, error_answer
 from moldau.protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from moldau.protocol.errors import ErrorCode
 
 TOPICS = {"orders": range(12), "audit": range(2), "__consumer_offsets": range(3)}
 
@@ -112,3 +119,63 @@ def test_usable_is_the_newest_version_both_sides_speak() -> None:
     # Requests between brokers are not a client's to miss.
     assert not any(line.startswith("LeaderAndIsr(4)") for line in lines)
     assert api_name(ApiKey.OFFSET_FOR_LEADER_EPOCH) == "OffsetForLeaderEpoch"
+
+
+class FakeCluster:
+    """Metadata whose leaders a test moves, and leaders that answer from a script."""
+
+    def __init__(self, leaders: dict[tuple[str, int], int]) -> None:
+        self.leaders = leaders
+        self.sent: list[tuple[Address, list[Partition]]] = []
+        self.now = 0.0
+
+    def metadata(self) -> Any:
+        topics: dict[str, Any] = {}
+        for (topic, p), leader in self.leaders.items():
+            t = topics.setdefault(topic, SimpleNamespace(error=None, partitions={}))
+            t.partitions[p] = SimpleNamespace(leader=leader)
+        brokers = {i: SimpleNamespace(host="h", port=i) for i in (1, 2)}
+        return SimpleNamespace(topics=topics, brokers=brokers)
+
+    def pause(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_leader_requests_follow_a_moved_leader_and_give_up_at_the_timeout() -> None:
+    cluster = FakeCluster({("t", 0): 1, ("t", 1): 2, ("t", 2): -1})
+
+    def send(address: Address, asked: list[Partition]) -> dict[Partition, Answer]:
+        cluster.sent.append((address, asked))
+        if address == ("h", 2):
+            raise CallError(address, "connection refused")
+        if len(cluster.sent) == 1:
+            cluster.leaders[("t", 0)] = 2  # moved: broker 1 says so, broker 2 is down
+            return {tp: error_answer(ErrorCode.not_leader_or_follower) for tp in asked}
+        return {tp: Answer(7) for tp in asked}
+
+    answers = ask_leaders(
+        cluster.metadata,
+        send,
+        [("t", 0), ("t", 1), ("t", 2), ("gone", 0)],
+        timeout_s=1.0,
+        clock=lambda: cluster.now,
+        pause=cluster.pause,
+    )
+    assert answers[("gone", 0)] == Answer(error="UNKNOWN_TOPIC_OR_PARTITION")
+    assert answers[("t", 2)].error == "LEADER_NOT_AVAILABLE"
+    assert (
+        answers[("t", 0)].error
+        == answers[("t", 1)].error
+        == ("cannot reach broker at h:2: connection refused")
+    )
+    assert cluster.now >= 1.0  # asked until the timeout, not once
+    # Broker 2 came back: the next attempt is answered, a non-retriable error at once.
+    cluster.sent.clear()
+
+    def send_ok(address: Address, asked: list[Partition]) -> dict[Partition, Answer]:
+        cluster.sent.append((address, asked))
+        return {tp: error_answer(ErrorCode.offset_out_of_range) for tp in asked}
+
+    answers = ask_leaders(cluster.metadata, send_ok, [("t", 0)], 1.0, lambda: 0.0, cluster.pause)
+    assert answers == {("t", 0): Answer(error="OFFSET_OUT_OF_RANGE")}
+    assert cluster.sent == [(("h", 2), [("t", 0)])]

@@ -12,34 +12,35 @@ kafka-delete-records.sh (DeleteRecordsCommand) does, from a JSON file
 
 As Kafka's tool, a partition's error does not change the exit code; a file it cannot
 use does. DeleteRecords (21) goes on the wire to each partition's leader
-(cli/admin_call.py). A topic that does not exist is an error at once, where Kafka's
-tool waits out its admin client's timeout for the topic to appear.
+(cli/admin_call.py), again to the new one if it moved (cli/leader_requests.py). A
+topic that does not exist is an error at once, where Kafka's tool waits out its admin
+client's timeout for the topic to appear.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from moldau.cli.admin_call import AdminCalls, CallError, tool_calls
+from moldau.cli.admin_call import Address, AdminCalls, tool_calls
 from moldau.cli.common import (
     TIMEOUT_S,
     add_bootstrap_argument,
     add_command_config_argument,
-    cluster_metadata,
+    admin_client,
+    fetch_metadata,
 )
 from moldau.cli.errors import CliError
+from moldau.cli.leader_requests import Answer, Partition, ask_leaders, error_answer
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 DELETE_RECORDS_VERSION = 2  # the newest both Moldau and Kafka 4.x serve
-
-Partition = tuple[str, int]
 
 
 def add_parser(sub: Any) -> None:
@@ -100,50 +101,44 @@ def run(args: argparse.Namespace) -> int:
         entries = parse_offsets(text)
     except CliError as e:
         raise CliError(f"--offset-json-file {path}: {e}") from None
-    md = cluster_metadata(args)
-    results: dict[Partition, str] = {}
-    by_leader: dict[int, list[tuple[Partition, int]]] = {}
-    for (topic, p), offset in entries:
-        t = md.topics.get(topic)
-        if t is None or t.error is not None or p not in t.partitions:
-            results[(topic, p)] = "error: UNKNOWN_TOPIC_OR_PARTITION"
-        else:
-            by_leader.setdefault(t.partitions[p].leader, []).append(((topic, p), offset))
+    admin, watch = admin_client(args)
+    offsets = dict(entries)
     print("Executing records delete operation")
     with tool_calls(args, "delete-records-tool") as calls:
-        for leader, asked in by_leader.items():
-            results.update(_delete(calls, md.brokers.get(leader), leader, asked))
+        answers = ask_leaders(
+            lambda: fetch_metadata(admin, watch),
+            functools.partial(_delete, calls, offsets),
+            list(offsets),
+            TIMEOUT_S,
+        )
     print("Records delete operation completed:")
     for (topic, p), _ in entries:
-        print(f"partition: {topic}-{p}\t{results[(topic, p)]}")
+        answer = answers[(topic, p)]
+        if answer.error is not None:
+            print(f"partition: {topic}-{p}\terror: {answer.error}")
+        else:
+            print(f"partition: {topic}-{p}\tlow_watermark: {answer.value}")
     return 0
 
 
 def _delete(
-    calls: AdminCalls, broker: Any, leader: int, asked: Sequence[tuple[Partition, int]]
-) -> dict[Partition, str]:
-    """What one leader answered for each partition: `low_watermark: N` or `error: E`."""
-    if broker is None:
-        return {tp: "error: LEADER_NOT_AVAILABLE" for tp, _ in asked}
+    calls: AdminCalls, offsets: dict[Partition, int], address: Address, asked: list[Partition]
+) -> dict[Partition, Answer]:
+    """One DeleteRecords to one leader for some of its partitions."""
     topics: dict[str, list[dict[str, int]]] = {}
-    for (topic, p), offset in asked:
-        topics.setdefault(topic, []).append({"partition_index": p, "offset": offset})
+    for topic, p in asked:
+        topics.setdefault(topic, []).append({"partition_index": p, "offset": offsets[(topic, p)]})
     request = {
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         "timeout": datetime.timedelta(seconds=TIMEOUT_S),
     }
-    try:
-        response = calls.call(
-            (broker.host, broker.port), ApiKey.DELETE_RECORDS, DELETE_RECORDS_VERSION, request
+    response = calls.call(address, ApiKey.DELETE_RECORDS, DELETE_RECORDS_VERSION, request)
+    return {
+        (t.name, int(d.partition_index)): (
+            error_answer(d.error_code)
+            if d.error_code != ErrorCode.none
+            else Answer(int(d.low_watermark))
         )
-    except CallError as e:
-        return {tp: f"error: cannot reach broker {leader}: {e.reason}" for tp, _ in asked}
-    got: dict[Partition, str] = {}
-    for t in response.topics:
-        for d in t.partitions:
-            tp = (t.name, int(d.partition_index))
-            if d.error_code != ErrorCode.none:
-                got[tp] = f"error: {ErrorCode(d.error_code).name.upper()}"
-            else:
-                got[tp] = f"low_watermark: {d.low_watermark}"
-    return {tp: got.get(tp, "error: no answer from the leader") for tp, _ in asked}
+        for t in response.topics
+        for d in t.partitions
+    }

@@ -9,7 +9,8 @@ Partitions are chosen by `--topic` (a regular expression) and `--partitions`, or
 default), -2 (earliest), -3 (the record of the largest timestamp), -4 (earliest local),
 -5 (latest tiered) or a timestamp in ms. A partition that has no offset for the time
 (a timestamp past its last record, -5 with nothing tiered) prints no line, as Kafka's
-tool; one whose leader answered an error is skipped with a line on stderr.
+tool; one whose leader answered an error is skipped with a line on stderr (after asking
+again, while the error is a moved or missing leader: cli/leader_requests.py).
 
 ListOffsets goes on the wire (cli/admin_call.py) because confluent-kafka has no
 earliest-local or latest-tiered; Metadata comes through librdkafka.
@@ -18,19 +19,23 @@ earliest-local or latest-tiered; Metadata comes through librdkafka.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from moldau.cli.admin_call import AdminCalls, CallError, tool_calls
+from moldau.cli.admin_call import Address, AdminCalls, tool_calls
 from moldau.cli.common import (
+    TIMEOUT_S,
     add_bootstrap_argument,
     add_command_config_argument,
-    cluster_metadata,
+    admin_client,
+    fetch_metadata,
 )
 from moldau.cli.errors import CliError
+from moldau.cli.leader_requests import Answer, Partition, ask_leaders, error_answer
 from moldau.cli.topics import INTERNAL_TOPICS
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -176,46 +181,36 @@ def chosen_partitions(
 def run(args: argparse.Namespace) -> int:
     timestamp = parse_time(args.time)
     rules = parse_rules(args.topic, args.partitions, args.topic_partitions)
-    md = cluster_metadata(args)
+    admin, watch = admin_client(args)
+    md = fetch_metadata(admin, watch)
     topics = {name: list(t.partitions) for name, t in md.topics.items() if t.error is None}
     chosen = chosen_partitions(topics, rules, args.exclude_internal_topics)
     if not chosen:
         raise CliError("could not match any topic-partitions with the specified filters")
-    by_leader: dict[int, list[tuple[str, int]]] = {}
-    for name, p in chosen:
-        by_leader.setdefault(md.topics[name].partitions[p].leader, []).append((name, p))
-    found: dict[tuple[str, int], int] = {}
     with tool_calls(args, "GetOffsetShell") as calls:
-        for leader, partitions in by_leader.items():
-            broker = md.brokers.get(leader)
-            found.update(_list_offsets(calls, broker, leader, partitions, timestamp))
+        answers = ask_leaders(
+            lambda: fetch_metadata(admin, watch),
+            functools.partial(_list_offsets, calls, timestamp),
+            chosen,
+            TIMEOUT_S,
+        )
     for name, p in chosen:
-        offset = found.get((name, p))
-        if offset is not None and offset != UNKNOWN_OFFSET:
-            print(f"{name}:{p}:{offset}")
+        answer = answers[(name, p)]
+        if answer.error is not None:
+            # As Kafka's tool: the partition is left out, with a line on stderr.
+            print(
+                f"Skip getting offsets for topic-partition {name}-{p} due to error: {answer.error}",
+                file=sys.stderr,
+            )
+        elif answer.value != UNKNOWN_OFFSET:
+            print(f"{name}:{p}:{answer.value}")
     return 0
 
 
 def _list_offsets(
-    calls: AdminCalls,
-    broker: Any,
-    leader: int,
-    partitions: list[tuple[str, int]],
-    timestamp: int,
-) -> dict[tuple[str, int], int]:
-    """The offsets one leader answers; a partition it cannot answer for is skipped
-    with a line on stderr, as Kafka's tool does."""
-
-    def skip(names: Iterable[tuple[str, int]], reason: str) -> None:
-        for name, p in names:
-            print(
-                f"Skip getting offsets for topic-partition {name}-{p} due to error: {reason}",
-                file=sys.stderr,
-            )
-
-    if broker is None:
-        skip(partitions, "LEADER_NOT_AVAILABLE" if leader < 0 else f"broker {leader} is unknown")
-        return {}
+    calls: AdminCalls, timestamp: int, address: Address, partitions: list[Partition]
+) -> dict[Partition, Answer]:
+    """One ListOffsets to one leader for some of its partitions."""
     grouped: dict[str, list[int]] = {}
     for name, p in partitions:
         grouped.setdefault(name, []).append(p)
@@ -233,18 +228,11 @@ def _list_offsets(
             for name, ps in grouped.items()
         ],
     }
-    try:
-        response = calls.call(
-            (broker.host, broker.port), ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request
+    response = calls.call(address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
+    return {
+        (t.name, int(d.partition_index)): (
+            error_answer(d.error_code) if d.error_code != ErrorCode.none else Answer(int(d.offset))
         )
-    except CallError as e:
-        skip(partitions, f"cannot reach broker {leader}: {e.reason}")
-        return {}
-    found: dict[tuple[str, int], int] = {}
-    for t in response.topics:
-        for d in t.partitions:
-            if d.error_code != ErrorCode.none:
-                skip([(t.name, d.partition_index)], ErrorCode(d.error_code).name.upper())
-            else:
-                found[(t.name, int(d.partition_index))] = int(d.offset)
-    return found
+        for t in response.topics
+        for d in t.partitions
+    }
