@@ -26,6 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from moldau.cli.main import main
 from tests.integration.secured import SecuredBroker, allow, secured_broker
 
 pytestmark = pytest.mark.integration
@@ -196,7 +197,7 @@ def test_a_raw_request_with_a_refused_login_is_a_cli_error(secured: SecuredBroke
 
 
 def test_every_client_command_works_over_sasl_ssl_with_its_settings_file(
-    secured: SecuredBroker, tmp_path: Path
+    secured: SecuredBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each `moldau` client command (pipeline: tests/spark/test_secured.py) against
     the SASL_SSL listener only, as a SCRAM-SHA-512 super user, its settings given by
@@ -228,3 +229,19 @@ def test_every_client_command_works_over_sasl_ssl_with_its_settings_file(
     assert f"Valid replica already elected for partitions {topic}-0" in elected
     ok("reassign-partitions", *at, *cc, "--list")
     ok("transactions", *at, *cc, "list")
+
+    # The raw-request tools in this process: a process each would double the test's time.
+    def run(*argv: str) -> str:
+        capsys.readouterr()
+        code = main([*argv, *at, *cc])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    plan = tmp_path / "offsets.json"
+    plan.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 1}}]}}')
+    deleted = run("delete-records", "--offset-json-file", str(plan))
+    assert f"partition: {topic}-0\tlow_watermark: 1" in deleted
+    assert run("get-offsets", "--topic", topic, "--time", "-2") == f"{topic}:0:1\n"
+    assert f'"partition":"{topic}-0"' in run("log-dirs", "--describe")
+    assert "\tApiVersions(18): " in run("broker-api-versions")

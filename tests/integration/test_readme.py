@@ -45,7 +45,7 @@ def blanks_collapsed(line: str) -> str:
 def test_the_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
     steps = quick_start()
     assert [c.split()[1] for c, _ in steps if c.startswith(".venv/bin/moldau")] == [
-        "topics", "topics", "consume", "groups", "groups",
+        "topics", "topics", "consume", "groups", "groups", "get-offsets",
     ]  # fmt: skip
     with BrokerProcess(tmp_path / "data") as broker:
         for command, expected in steps:

@@ -6,6 +6,7 @@ dir with the bytes its segment files hold."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,11 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.cli.main import main
 from moldau.testing import kafka_java
+from moldau.testing.cluster import Cluster
 from tests.integration.test_delete_records import produce
+from tests.kafka.tools import API_VERSIONS, GET_OFFSETS, tool
 
 pytestmark = pytest.mark.java
 
@@ -121,3 +125,67 @@ def test_kafka_log_dirs_describes_every_replica_with_the_bytes_on_disk(
             assert (p["size"], p["offsetLag"], p["isFuture"]) == (on_disk, 0, False), name
         assert got[f"{topic_name}-0"]["size"] > 40 * 200
         assert got[f"{topic_name}-1"]["size"] == 0
+
+
+def moldau_tool(capsys: pytest.CaptureFixture[str], command: str, *args: str) -> str:
+    """`moldau <command> ...` run in this process; its stdout."""
+    capsys.readouterr()
+    code = main([command, *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_moldaus_tools_print_what_kafkas_print_on_the_same_cluster(
+    moldau_cluster: Cluster,
+    topic_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    b = moldau_cluster.bootstrap
+    target = Target(b, {i: moldau_cluster.data_dir(i) for i in moldau_cluster.brokers})
+    create(target, topic_name, partitions=4)
+    produce(b, topic_name, 30, size=50)
+    offsets_file = json.dumps({"partitions": [{"topic": topic_name, "partition": 0, "offset": 7}]})
+    plan = tmp_path / "offsets.json"
+    plan.write_text(offsets_file)
+    deleted = moldau_tool(capsys, "delete-records", "--bootstrap-server", b,
+                          "--offset-json-file", str(plan))  # fmt: skip
+    assert f"partition: {topic_name}-0\tlow_watermark: 7" in deleted.splitlines()
+
+    # get-offsets: the same lines, in the same order.
+    args = ("--bootstrap-server", b, "--topic-partitions", f"{topic_name}:0-3", "--time", "-2")
+    assert moldau_tool(capsys, "get-offsets", *args) == tool(GET_OFFSETS, *args)
+
+    # log-dirs: the same two lines and JSON (Kafka's tool orders replicas by hash).
+    args = ("--bootstrap-server", b, "--describe", "--topic-list", topic_name)
+    ours, kafkas = moldau_tool(capsys, "log-dirs", *args), tool(LOG_DIRS, *args)
+    assert ours.splitlines()[:2] == kafkas.splitlines()[:2]
+
+    def described(out: str) -> object:
+        data = json.loads(out.splitlines()[2])
+        for broker in data["brokers"]:
+            for log_dir in broker["logDirs"]:
+                log_dir["partitions"].sort(key=lambda p: p["partition"])
+        data["brokers"].sort(key=lambda broker: broker["broker"])
+        return data
+
+    assert described(ours) == described(kafkas)
+
+    # broker-api-versions: the same brokers and advertised ranges; "usable" is each
+    # tool's own (Kafka 4.1's client and Moldau differ), and Kafka's tool also lists
+    # the APIs it knows that Moldau does not serve as UNSUPPORTED.
+    def advertised(out: str) -> dict[str, set[str]]:
+        blocks = re.findall(r"^(\S+ \(id: \d+ [^\n]*\)) -> \(\n(.*?)\n\)$", out, re.M | re.S)
+        return {
+            node: {
+                re.sub(r" \[.*\]$", "", line.strip().rstrip(","))
+                for line in body.splitlines()
+                if not line.endswith("UNSUPPORTED,") and not line.endswith("UNSUPPORTED")
+            }
+            for node, body in blocks
+        }
+
+    ours_versions = advertised(moldau_tool(capsys, "broker-api-versions", "--bootstrap-server", b))
+    assert len(ours_versions) == 3
+    assert ours_versions == advertised(tool(API_VERSIONS, "--bootstrap-server", b))

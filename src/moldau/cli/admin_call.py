@@ -14,6 +14,7 @@ response header v1.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import ssl
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from moldau.cli.client_security import client_security
+from moldau.cli.common import TIMEOUT_S, read_config_file
 from moldau.cli.errors import CliError
 from moldau.protocol.codec import build_entity, decode_response, encode_body, request_class
 from moldau.protocol.wire import DecodeError
@@ -109,3 +111,9 @@ class AdminCalls:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def tool_calls(args: argparse.Namespace, client_id: str) -> AdminCalls:
+    """The connections of a tool whose `--command-config` holds its client settings."""
+    settings = read_config_file(args.command_config, "--command-config")
+    return AdminCalls(client_id, TIMEOUT_S, settings)

@@ -205,6 +205,12 @@ def admin_client(args: argparse.Namespace) -> tuple[Any, BrokerWatch]:
     return make_client(AdminClient, conf), watch
 
 
+def cluster_metadata(args: argparse.Namespace) -> Any:
+    """The brokers and topics of an admin tool's cluster (librdkafka's Metadata)."""
+    admin, watch = admin_client(args)
+    return fetch_metadata(admin, watch)
+
+
 def make_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:
     """Construct a client; a bad setting (`--producer-property nonsense=1`) is a
     user mistake."""

@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         "configs",
         "pipeline",
         "acls",
+        "get-offsets",
+        "delete-records",
+        "log-dirs",
+        "broker-api-versions",
     ):
         module = _tool(name)
         if module is not None:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from moldau.clock import SYSTEM_CLOCK, Clock
+from moldau.protocol.apis import ApiKey
 from moldau.protocol.control import (
     ControlRequest,
     ControlResponse,
@@ -75,8 +76,10 @@ async def roundtrip(
     r = Reader(memoryview(frame))
     if r.int32() != correlation_id:
         raise ConnectionError(f"{peer} answered another request")
-    if flexible:
-        r.skip_tagged_fields()  # response header v1
+    # Response header v1, except ApiVersions' answer, which is always v0 (a client that
+    # does not yet know the broker's versions must be able to read it).
+    if flexible and api_key != ApiKey.API_VERSIONS:
+        r.skip_tagged_fields()
     return memoryview(frame)[r.pos :]
 
 
