@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -394,3 +395,26 @@ def test_consume_read_committed_shows_only_committed_records(cli: Cli) -> None:
     committed = cli.ok(*args, "--isolation-level", "read_committed")
     assert committed.lines == ["kept"]
     assert cli.ok(*args).lines == ["kept", "dropped"]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(cli: Cli) -> None:
+    # `moldau ... | head -0`: the pipe is closed before the command writes to it. It
+    # must stop with a shell's exit status for SIGPIPE, not a traceback (consume
+    # stops reading at once and exits 0; its own test is below).
+    moldau = Path(sys.executable).parent / "moldau"
+    proc = subprocess.Popen(
+        [str(moldau), "broker-api-versions", "--bootstrap-server", cli.bootstrap],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(30) == 141, err
+        assert err == "", err
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()

@@ -6,6 +6,7 @@ A user mistake prints one clear line and exits non-zero; no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -64,11 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # here, so that a closed pipe is answered below, not at exit
     except CliError as e:
         print(f"moldau {args.command}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`moldau ... | head`): stop quietly, as a shell tool does.
+        # Python would report the pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
     return code
 
 
