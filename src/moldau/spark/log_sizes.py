@@ -15,7 +15,13 @@ from typing import Any
 
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.spark.fetch_client import Address, BrokerError, Connection, UnsupportedBroker
+from moldau.spark.fetch_client import (
+    Address,
+    BrokerError,
+    Connection,
+    UnsupportedBroker,
+    open_connection,
+)
 from moldau.spark.offsets import LogExtent
 from moldau.spark.options import TopicPartitionKey
 
@@ -33,16 +39,7 @@ class LogSizesUnavailable(Exception):
 
 
 def _connect(address: Address, client_id: str, timeout_s: float) -> Connection:
-    try:
-        conn = Connection(address, client_id, timeout_s)
-    except OSError as e:
-        raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
-    try:
-        conn.agree_versions(_VERSIONS)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return open_connection(address, client_id, timeout_s, _VERSIONS)
 
 
 def _leaders(
