@@ -119,9 +119,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="moldau-bench-memory-"))
     broker = BrokerProcess(work / "data").start()
     lines = []
+    first_peak = 0
     try:
         spark = spark_session()
         jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        # Not measured: the first read also starts the Python worker and warms the
+        # JVM, which would make the first size's read time no read time at all.
+        fill(broker.bootstrap, "warm-up", 1)
+        read(spark, broker.bootstrap, "warm-up")
         for size in sizes:
             topic = f"big-{size}"
             t = time.perf_counter()
@@ -131,9 +136,11 @@ def main() -> None:
             with PeakSampler(jvm) as peak:
                 read(spark, broker.bootstrap, topic)
             took = time.perf_counter() - t
+            first_peak = first_peak or peak.python_peak
             line = (
-                f"| {size:,} MB, {rows:,} x 1 KiB | {took:.1f} s | "
-                f"{peak.python_peak / 2**20:,.0f} MB | {peak.jvm_peak / 2**20:,.0f} MB |"
+                f"| {size:,} MB, {rows:,} x 1 KiB | {took:.1f} s | {rows / took:,.0f} | "
+                f"{peak.python_peak / 2**20:,.0f} MB | {peak.python_peak / first_peak:.2f}x | "
+                f"{peak.jvm_peak / 2**20:,.0f} MB | {os.getloadavg()[0]:.1f} |"
             )
             print(line, flush=True)
             lines.append(line)
@@ -142,8 +149,9 @@ def main() -> None:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
     text = (
-        "| one partition read, local[1] | read time | peak RSS, largest Python worker "
-        "| peak RSS, JVM |\n|---|---|---|---|\n" + "\n".join(lines)
+        "| one partition read, local[1] | read time | rows/s | peak RSS, largest Python worker "
+        "| vs the first size | peak RSS, JVM | load (1 min) after |\n"
+        "|---|---|---|---|---|---|---|\n" + "\n".join(lines)
     )
     print(text)
     if args.record:

@@ -1,6 +1,7 @@
 """The data source on a replicated cluster (three broker processes on ZooKeeper,
 replication factor 3): a leader killed with SIGKILL while a streaming query reads
-costs it neither a record nor a duplicate."""
+costs it neither a record nor a duplicate, nor does its byte bound (the partitions'
+sizes asked of their leaders) fail it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from moldau.spark.fetch_client import parse_bootstrap
+from moldau.spark.log_sizes import log_extents
 from moldau.testing.process import wait_for
 from tests.cluster.test_replication import partitions
 from tests.spark.test_read import produce
@@ -45,6 +48,8 @@ def test_a_leader_killed_mid_read_costs_no_record(
         .option("subscribe", topic_name)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "1000")
+        # Binds no batch of these 10-byte records; the leaders are asked every batch.
+        .option("maxBytesPerTrigger", str(100 * 1024 * 1024))
         .load()
     )
     query = (
@@ -64,3 +69,11 @@ def test_a_leader_killed_mid_read_costs_no_record(
         query.stop()
     assert len(sink.by_id) >= 12
     assert sink.rows() == every(topic_name, 3, RECORDS_PER_PARTITION)
+
+    # Each partition's size and offsets from its leader, wherever it is now.
+    tps = [(topic_name, p) for p in range(3)]
+    extents = log_extents(parse_bootstrap(cluster.bootstrap), tps)
+    assert sorted(extents) == tps
+    for e in extents.values():
+        assert (e.start, e.end) == (0, RECORDS_PER_PARTITION)
+        assert e.size > RECORDS_PER_PARTITION * 8, extents

@@ -177,6 +177,22 @@ def test_min_partitions_splits_the_work(spark: Any, bootstrap: str, topic3: str)
     assert len(rows_of(df)) == 12 == len(set(rows_of(df)))
 
 
+def test_max_records_per_partition_splits_the_work(spark: Any, bootstrap: str, topic3: str) -> None:
+    every = rows_of(read(spark, bootstrap, subscribe=topic3))
+    assert len(every) == 12 == len(set(every))
+    # 4 records a partition, at most 3 a task: 2 tasks each, on either read path.
+    df = read(spark, bootstrap, subscribe=topic3, maxRecordsPerPartition="3")
+    assert df.rdd.getNumPartitions() == 6
+    assert rows_of(df) == every
+    # With minPartitions too, as Spark: the six parts of 2 records split again.
+    df = read(
+        spark, bootstrap, subscribe=topic3, maxRecordsPerPartition="3", minPartitions="9",
+        fetchPath="client",
+    )  # fmt: skip
+    assert df.rdd.getNumPartitions() == 12
+    assert rows_of(df) == every
+
+
 def test_new_partitions_are_read(spark: Any, bootstrap: str, topic3: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(topic3, 4)])[topic3].result(30)

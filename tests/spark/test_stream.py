@@ -97,6 +97,31 @@ def test_available_now_limits_batches_and_resumes_without_gap_or_duplicate(
     assert second.rows() == every(topic_name, 2, 20, first=50)
 
 
+def test_max_bytes_per_trigger_bounds_each_micro_batch(
+    spark: Any, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """40 records of 1 KB a partition, at most 30 KB a batch: under 15 records a
+    partition each time (the driver's estimate from the log's size: a record and
+    its share of its batch's header, over 1 KB), and every record once; with
+    maxOffsetsPerTrigger too (30 a partition), the smaller bound wins."""
+    create_topic(bootstrap, topic_name, partitions=2)
+    produce(bootstrap, topic_name, [(i % 2, b"k", b"v" * 1000) for i in range(80)])
+    by_bytes = {"subscribe": topic_name, "startingOffsets": "earliest"}
+    by_bytes["maxBytesPerTrigger"] = "30000"
+    sink = Batches()
+    run_available_now(stream(spark, bootstrap, **by_bytes), str(tmp_path / "a"), sink)
+    sizes = [len(rows) for _, rows in sorted(sink.by_id.items())]
+    assert len(sizes) >= 3 and all(0 < n <= 30 for n in sizes), sizes
+    assert sink.rows() == every(topic_name, 2, 40)
+
+    both = Batches()
+    run_available_now(
+        stream(spark, bootstrap, **by_bytes, maxOffsetsPerTrigger="60"), str(tmp_path / "b"), both
+    )
+    assert [len(rows) for _, rows in sorted(both.by_id.items())] == sizes
+    assert both.rows() == every(topic_name, 2, 40)
+
+
 def test_a_replayed_micro_batch_reads_exactly_the_same_records(
     spark: Any, bootstrap: str, topic_name: str, checkpoint: str
 ) -> None:

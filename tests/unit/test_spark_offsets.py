@@ -11,12 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moldau.spark.offsets import (
+    LogExtent,
     OffsetRange,
+    byte_limit,
+    bytes_per_offset,
     from_json,
     offset_ranges,
     rate_limit,
     resolve,
     split_ranges,
+    tighter,
     to_json,
 )
 from moldau.spark.options import (
@@ -65,6 +69,12 @@ def test_defaults_are_sparks() -> None:
     assert batch.fetch_path == stream.fetch_path == "fetch"
     client = parse_read_options({**B, "subscribe": "a", "fetchPath": "Client"}, streaming=False)
     assert client.fetch_path == "client"
+    assert stream.max_bytes_per_trigger is None and batch.max_records_per_partition is None
+    bounded = parse_read_options(
+        {**B, "subscribe": "a", "MAXBYTESPERTRIGGER": "1000", "maxRecordsPerPartition": "9"},
+        streaming=True,
+    )
+    assert (bounded.max_bytes_per_trigger, bounded.max_records_per_partition) == (1000, 9)
 
 
 @pytest.mark.parametrize(
@@ -79,6 +89,9 @@ def test_defaults_are_sparks() -> None:
         ({"subscribe": "a", "fetchOffset.numRetries": "-1"}, True, "fetchOffset.numRetries"),
         ({"subscribe": " , "}, True, "subscribe"),
         ({"subscribe": "a", "fetchPath": "consumer"}, False, "fetchPath"),
+        ({"subscribe": "a", "maxRecordsPerPartition": "0"}, False, "maxRecordsPerPartition"),
+        ({"subscribe": "a", "maxBytesPerTrigger": "1m"}, True, "maxBytesPerTrigger"),
+        ({"subscribe": "a", "maxBytesPerTrigger": "1000"}, False, "maxBytesPerTrigger"),
     ],
 )
 def test_bad_read_options_name_the_option(
@@ -139,7 +152,10 @@ def test_min_partitions_split_in_proportion_to_size() -> None:
     ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 300), OffsetRange("t", 2, 5, 6)]
     split = split_ranges(ranges, 8)
     by_partition = {p: [r for r in split if r.partition == p] for p in range(3)}
-    assert [len(by_partition[p]) for p in range(3)] == [2, 6, 1]
+    # As Spark: t-2's one record is a part of its own, and is left out of the
+    # others' shares: 7 parts for 400 records, 1.75 and 5.25 rounded.
+    assert [len(by_partition[p]) for p in range(3)] == [2, 5, 1]
+    assert [r.size for r in by_partition[1]] == [60, 60, 60, 60, 60]
     for p, original in enumerate(ranges):
         parts = by_partition[p]
         assert parts[0].start == original.start and parts[-1].end == original.end
@@ -147,16 +163,47 @@ def test_min_partitions_split_in_proportion_to_size() -> None:
     assert split_ranges(ranges, 2) == ranges  # already enough
 
 
+def test_max_records_per_partition_splits_every_range_evenly() -> None:
+    ranges = [OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 0, 3), OffsetRange("t", 2, 7, 7)]
+    # ceil(10 / 3) = 4 parts, the remainder in the last ones (integer division).
+    assert split_ranges(ranges, None, 3) == [
+        OffsetRange("t", 0, 10, 12),
+        OffsetRange("t", 0, 12, 14),
+        OffsetRange("t", 0, 14, 17),
+        OffsetRange("t", 0, 17, 20),
+        OffsetRange("t", 1, 0, 3),
+    ]
+    assert split_ranges(ranges, None, 1000) == ranges[:2]
+
+
+def test_min_partitions_splits_what_max_records_per_partition_left() -> None:
+    ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 10)]
+    # maxRecordsPerPartition first: 50 + 50 and 10, three parts; six wanted. The
+    # 10 records stay whole, and each 50 takes round(50 / 100 * 5) = 3 parts.
+    split = split_ranges(ranges, 6, 50)
+    assert [(r.partition, r.size) for r in split] == [
+        (0, 16), (0, 17), (0, 17), (0, 16), (0, 17), (0, 17), (1, 10),
+    ]  # fmt: skip
+    # Enough parts already: minPartitions adds none.
+    assert len(split_ranges(ranges, 3, 50)) == 3
+
+
 @given(
     sizes=st.lists(st.integers(0, 10_000), min_size=1, max_size=8),
-    min_partitions=st.integers(1, 64),
+    min_partitions=st.none() | st.integers(1, 64),
+    max_records=st.none() | st.integers(1, 5_000),
 )
-def test_splitting_never_loses_or_repeats_an_offset(sizes: list[int], min_partitions: int) -> None:
+def test_splitting_never_loses_or_repeats_an_offset(
+    sizes: list[int], min_partitions: int | None, max_records: int | None
+) -> None:
     ranges = [OffsetRange("t", p, 1000, 1000 + s) for p, s in enumerate(sizes) if s > 0]
-    split = split_ranges(ranges, min_partitions)
+    split = split_ranges(ranges, min_partitions, max_records)
     for r in ranges:
         covered = [o for s in split if s.partition == r.partition for o in range(s.start, s.end)]
         assert covered == list(range(r.start, r.end))
+    assert all(s.size > 0 for s in split)
+    if max_records is not None:
+        assert all(s.size <= max_records for s in split)
 
 
 def test_rate_limit_shares_in_proportion_and_never_starves() -> None:
@@ -210,3 +257,56 @@ def test_a_failed_demo_job_is_told_by_its_python_error() -> None:
         "(subscribe=b)"
     )
     assert _last_error("[STREAM_FAILED] something else\nmore") == "[STREAM_FAILED] something else"
+
+
+def test_bytes_per_offset_is_a_partitions_size_over_the_offsets_it_holds() -> None:
+    extents = {
+        ("t", 0): LogExtent(5000, 10, 20),
+        ("t", 1): LogExtent(0, 0, 9),  # no byte (say, its segments just deleted)
+        ("t", 2): LogExtent(800, 4, 4),  # no offset
+    }
+    assert bytes_per_offset(extents) == {("t", 0): 500.0}
+
+
+def test_byte_limit_shares_the_bytes_in_proportion_and_never_starves() -> None:
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0, ("t", 3): 0, ("t", 4): 7}
+    latest = {("t", 0): 1000, ("t", 1): 3000, ("t", 2): 1, ("t", 3): 50, ("t", 4): 7}
+    per_offset = {("t", 0): 100.0, ("t", 1): 10.0, ("t", 2): 5000.0, ("t", 4): 1.0}
+    # 100,000 + 30,000 + 5,000 bytes waiting, a tenth of it allowed: each partition
+    # reads a tenth of its records, t-2 its one record all the same; t-3 has no
+    # estimate, so no byte bound; t-4 has nothing waiting.
+    end = byte_limit(start, latest, per_offset, 13_500)
+    assert end == {("t", 0): 100, ("t", 1): 300, ("t", 2): 1, ("t", 3): 50, ("t", 4): 7}
+    assert byte_limit(start, latest, per_offset, 135_000) == latest
+
+
+def test_with_both_bounds_the_smaller_wins_partition_by_partition() -> None:
+    start = {("t", 0): 0, ("t", 1): 0}
+    latest = {("t", 0): 1000, ("t", 1): 1000}
+    by_records = rate_limit(start, latest, 400)  # 200 each
+    by_bytes = byte_limit(start, latest, {("t", 0): 1000.0, ("t", 1): 10.0}, 101_000)
+    assert by_bytes == {("t", 0): 100, ("t", 1): 100}
+    by_bytes = byte_limit(start, latest, {("t", 0): 1000.0, ("t", 1): 10.0}, 303_000)
+    assert by_bytes == {("t", 0): 300, ("t", 1): 300}
+    assert tighter(by_records, by_bytes) == {("t", 0): 200, ("t", 1): 200}
+    assert tighter(by_records, {("t", 0): 50, ("t", 1): 900}) == {("t", 0): 50, ("t", 1): 200}
+
+
+@given(
+    waiting=st.lists(st.integers(0, 100_000), min_size=1, max_size=8),
+    record_bytes=st.lists(st.integers(1, 100_000), min_size=8, max_size=8),
+    limit=st.integers(1, 10**9),
+)
+def test_byte_limit_stays_under_the_cap_but_for_one_record_a_partition(
+    waiting: list[int], record_bytes: list[int], limit: int
+) -> None:
+    start = {("t", p): 10 for p in range(len(waiting))}
+    latest = {("t", p): 10 + w for p, w in enumerate(waiting)}
+    per_offset = {("t", p): float(record_bytes[p]) for p in range(len(waiting))}
+    end = byte_limit(start, latest, per_offset, limit)
+    assert all(start[tp] <= end[tp] <= latest[tp] for tp in latest)
+    read = {tp: end[tp] - start[tp] for tp in latest}
+    # Every partition with records waiting reads one at least: a stream cannot stall.
+    assert all(read[tp] >= 1 for tp in latest if latest[tp] > start[tp])
+    estimated = sum(read[tp] * per_offset[tp] for tp in latest)
+    assert estimated <= limit + sum(per_offset[tp] for tp in latest if read[tp] == 1) + 1e-6

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import Compression, compress, wrap_records
-from moldau.spark import record_build
+from moldau.spark import fetch_client, record_build
 from moldau.spark.fetch_client import (
     Address,
     BrokerError,
@@ -533,16 +533,7 @@ def _split(rows: Any, sizes: Any, limit: int) -> list[Any]:
 
 
 def open_connection(address: Address, client_id: str, timeout_s: float) -> Connection:
-    try:
-        conn = Connection(address, client_id, timeout_s)
-    except OSError as e:
-        raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
-    try:
-        conn.agree_versions(VERSIONS)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return fetch_client.open_connection(address, client_id, timeout_s, VERSIONS)
 
 
 def _name(error: int) -> str:

@@ -165,6 +165,26 @@ class Connection:
             self.versions[key] = min(high, their_high)
 
 
+def open_connection(
+    address: Address,
+    client_id: str,
+    timeout_s: float,
+    versions: Mapping[ApiKey, tuple[int, int]] = _OURS,
+) -> Connection:
+    """A connection whose versions of `versions`' APIs are agreed; BrokerError if
+    the broker cannot be reached, UnsupportedBroker if it speaks none of one."""
+    try:
+        conn = Connection(address, client_id, timeout_s)
+    except OSError as e:
+        raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
+    try:
+        conn.agree_versions(versions)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def decode_answer(api_key: int, version: int, frame: bytes | bytearray) -> Any:
     """The response in `frame` (as `Connection.read_frame` gives it: the header
     first); DecodeError if it is not one."""
@@ -243,16 +263,7 @@ class PartitionClient:
         self._leader = None
 
     def _connect(self, address: Address) -> Connection:
-        try:
-            conn = Connection(address, self.client_id, self.timeout_s + self.max_wait_ms / 1000)
-        except OSError as e:
-            raise BrokerError(f"{address[0]}:{address[1]}: {e}") from e
-        try:
-            conn.agree_versions()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return open_connection(address, self.client_id, self.timeout_s + self.max_wait_ms / 1000)
 
     def _metadata(self) -> Any:
         errors = []

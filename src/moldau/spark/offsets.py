@@ -1,11 +1,10 @@
 """Offsets on the driver: resolving where a read starts and ends, splitting the
-work into input partitions, limiting a micro-batch, and the JSON Spark keeps in
-its checkpoint. Pure functions; the client calls live in `metadata`.
+work into input partitions, limiting a micro-batch (in records and in bytes), and
+the JSON Spark keeps in its checkpoint. Pure functions; the client calls live in `metadata`.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
@@ -184,25 +183,62 @@ def offset_ranges(
     ]
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """At least `min_partitions` ranges where the records allow, as Spark's
-    KafkaOffsetRangeCalculator: a range gets a share of the parts in proportion
-    to its size, at least one; ranges small enough to be one part stay whole."""
-    if min_partitions is None or len(ranges) >= min_partitions:
-        return ranges
-    total = sum(r.size for r in ranges)
-    if total == 0:
-        return ranges
-    out: list[OffsetRange] = []
-    for r in ranges:
-        parts = max(1, min(r.size, math.floor(r.size / total * min_partitions + 0.5)))
-        step = r.size / parts
-        bounds = [r.start + math.floor(i * step) for i in range(parts)] + [r.end]
-        out.extend(
-            OffsetRange(r.topic, r.partition, lo, hi)
-            for lo, hi in itertools.pairwise(bounds)
-            if hi > lo
+def split_ranges(
+    ranges: list[OffsetRange],
+    min_partitions: int | None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
+    """The ranges as Spark's tasks, as Spark's KafkaOffsetRangeCalculator splits
+    them: first every range into parts of at most `max_records_per_partition`
+    records (as even as integer division makes them); then, while there are
+    fewer parts than `min_partitions`, the large ones into more, each in
+    proportion to its share of the records, at least one. A range small enough
+    to be one part stays whole, and its records and its part are left out of
+    the others' shares (so the other ranges make up the number)."""
+    parts = [r for r in ranges if r.size > 0]
+    if max_records_per_partition is not None:
+        parts = [
+            piece
+            for r in parts
+            for piece in _divide(r, math.ceil(r.size / max_records_per_partition))
+        ]
+    if min_partitions is None or len(parts) >= min_partitions:
+        return parts
+    total = sum(r.size for r in parts)
+    whole = [r for r in parts if _part_count(r.size, total, min_partitions) == 1]
+    # As Spark, by topic partition: every piece of a partition one piece of which
+    # stays whole stays whole too.
+    whole_tps = {(r.topic, r.partition) for r in whole}
+    rest_total = total - sum(r.size for r in whole)
+    rest_parts = max(min_partitions - len(whole), 1)
+    return [
+        piece
+        for r in parts
+        for piece in _divide(
+            r,
+            1
+            if (r.topic, r.partition) in whole_tps
+            else _part_count(r.size, rest_total, rest_parts),
         )
+    ]
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    """A range's share of `parts`, rounded half up (Java's Math.round), at least one."""
+    return max(math.floor(size / total * parts + 0.5), 1)
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` in `parts` consecutive pieces whose sizes differ by at most one, the
+    larger ones last; no empty piece."""
+    out = []
+    start, remaining = r.start, r.size
+    for i in range(parts):
+        size = remaining // (parts - i)
+        remaining -= size
+        if size > 0:
+            out.append(OffsetRange(r.topic, r.partition, start, start + size))
+        start += size
     return out
 
 
@@ -228,3 +264,65 @@ def rate_limit(
         step = math.ceil(share) if share < 1 else math.floor(share)
         out[tp] = min(end, begin + step)
     return out
+
+
+@dataclass(frozen=True)
+class LogExtent:
+    """What a partition's log holds on its leader: `size` bytes (its segments,
+    as DescribeLogDirs tells them) for the offsets [start, end)."""
+
+    size: int
+    start: int
+    end: int
+
+
+def bytes_per_offset(
+    extents: Mapping[TopicPartitionKey, LogExtent],
+) -> dict[TopicPartitionKey, float]:
+    """Each partition's bytes per offset as its log stores them: its size over
+    the offsets it holds. None for a log that holds no offset or no byte."""
+    return {
+        tp: e.size / (e.end - e.start)
+        for tp, e in extents.items()
+        if e.end > e.start and e.size > 0
+    }
+
+
+def byte_limit(
+    start: Mapping[TopicPartitionKey, int],
+    latest: Mapping[TopicPartitionKey, int],
+    per_offset: Mapping[TopicPartitionKey, float],
+    limit: int,
+) -> PartitionOffsets:
+    """The end of a micro-batch of about `limit` bytes at most, as the log stores
+    them, estimated from each partition's bytes per offset. Shared as rate_limit
+    shares records, in proportion to what each partition has waiting (here in
+    bytes: each reads the same fraction of its backlog), a share rounding down;
+    but a partition with records waiting reads at least one, so that a record
+    larger than its share cannot stall the stream. A partition with no estimate
+    is not bounded."""
+    waiting = {
+        tp: (end - start.get(tp, end)) * per_offset[tp]
+        for tp, end in latest.items()
+        if tp in per_offset and end > start.get(tp, end)
+    }
+    total = sum(waiting.values())
+    if total <= limit:
+        return dict(latest)
+    out = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, end)
+        if tp not in waiting:
+            out[tp] = end
+            continue
+        # Its share of the bytes over its bytes per offset.
+        records = math.floor(limit * (end - begin) / total)
+        out[tp] = min(end, begin + max(1, records))
+    return out
+
+
+def tighter(
+    a: Mapping[TopicPartitionKey, int], b: Mapping[TopicPartitionKey, int]
+) -> PartitionOffsets:
+    """Per partition, the end of the smaller of two bounds on the same batch."""
+    return {tp: min(a[tp], b.get(tp, a[tp])) for tp in a}

@@ -78,7 +78,13 @@ class ReadOptions:
     #: with no record at or after the timestamp does: "error" or "latest".
     timestamp_strategy: Literal["error", "latest"] = "error"
     max_offsets_per_trigger: int | None = None
+    #: A soft cap on the bytes a micro-batch reads, as the log stores them (the
+    #: name of Spark's file and Delta sources' option; Spark's Kafka connector has
+    #: none): moldau.spark.offsets.byte_limit.
+    max_bytes_per_trigger: int | None = None
     min_partitions: int | None = None
+    #: A task reads at most this many offsets: a partition's range is split.
+    max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
@@ -115,7 +121,9 @@ _READ_OPTIONS = {
     "endingoffsetsbytimestamp",
     "startingoffsetsbytimestampstrategy",
     "maxoffsetspertrigger",
+    "maxbytespertrigger",
     "minpartitions",
+    "maxrecordsperpartition",
     "failondataloss",
     "includeheaders",
     "kafkaconsumer.polltimeoutms",
@@ -400,6 +408,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         raise InvalidOptionError(
             "Option 'maxOffsetsPerTrigger' is only valid for streaming queries"
         )
+    max_bytes = _positive_int(opts, "maxbytespertrigger", "maxBytesPerTrigger")
+    if max_bytes is not None and not streaming:
+        raise InvalidOptionError("Option 'maxBytesPerTrigger' is only valid for streaming queries")
     commit_to_group = opts.get("committogroup")
     if commit_to_group is not None and not streaming:
         raise InvalidOptionError("Option 'commitToGroup' is only valid for streaming queries")
@@ -417,7 +428,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         ending=ending,
         timestamp_strategy=strategy,  # type: ignore[arg-type]
         max_offsets_per_trigger=max_per_trigger,
+        max_bytes_per_trigger=max_bytes,
         min_partitions=_positive_int(opts, "minpartitions", "minPartitions"),
+        max_records_per_partition=_positive_int(
+            opts, "maxrecordsperpartition", "maxRecordsPerPartition"
+        ),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
         poll_timeout_ms=_positive_int(

@@ -1,13 +1,16 @@
 """The "moldau" data source: Spark's Kafka connector for PySpark, in Python.
 
 Batch reads plan one input partition per topic partition and offset range (more
-with `minPartitions`); streaming reads keep their offsets in Spark's checkpoint as
-Spark's Kafka source does (`{"topic": {"partition": offset}}`), so a micro-batch
-replayed after a restart reads exactly the records it read before.
+with `minPartitions` and `maxRecordsPerPartition`); streaming reads keep their
+offsets in Spark's checkpoint as Spark's Kafka source does (`{"topic":
+{"partition": offset}}`), so a micro-batch replayed after a restart reads exactly
+the records it read before. A micro-batch is bounded by `maxOffsetsPerTrigger`
+(records) and `maxBytesPerTrigger` (bytes, as the log stores them).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,6 +27,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
@@ -36,6 +40,9 @@ from moldau.spark.exactly_once import (
     slot_of_task,
     write_in_transaction,
 )
+from moldau.spark.fetch_client import parse_bootstrap
+from moldau.spark.fetch_reader import client_path_reason
+from moldau.spark.log_sizes import LogSizesUnavailable, log_extents
 from moldau.spark.metadata import OffsetReader
 from moldau.spark.offsets import OffsetRange, PartitionOffsets
 from moldau.spark.options import (
@@ -52,8 +59,12 @@ from moldau.spark.schema import source_schema
 from moldau.spark.write_path import write_rows
 from moldau.spark.writer import WriteColumns, check_write_schema
 
+log = logging.getLogger(__name__)
+
 #: How long the driver waits for a broker to answer while setting a write up.
 _DRIVER_TIMEOUT_S = 60.0
+#: How long the driver waits for the log sizes that bound a micro-batch in bytes.
+_LOG_SIZES_TIMEOUT_S = 30.0
 
 
 class OffsetRangePartition(InputPartition):
@@ -119,6 +130,11 @@ def _offset_reader(options: ReadOptions) -> OffsetReader:
     )
 
 
+def _partitions(options: ReadOptions, ranges: list[OffsetRange]) -> list[InputPartition]:
+    split = off.split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return [OffsetRangePartition(r) for r in split]
+
+
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, OffsetRangePartition):
         return iter(())  # PySpark's stand-in when there is nothing to read
@@ -165,8 +181,7 @@ class MoldauBatchReader(DataSourceReader):
                     f"The starting offset {start[tp]} of {tp[0]}-{tp[1]} is after its ending "
                     f"offset {end[tp]}: check startingOffsets and endingOffsets"
                 )
-        ranges = off.split_ranges(off.offset_ranges(start, end), o.min_partitions)
-        return [OffsetRangePartition(r) for r in ranges]
+        return _partitions(o, off.offset_ranges(start, end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
@@ -184,6 +199,8 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: PartitionOffsets | None = None
         #: What was last committed to `commitToGroup`.
         self._progress: dict[str, Any] | None = None
+        #: Whether the log said that maxBytesPerTrigger cannot be served.
+        self._said_unbounded = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_offsets": None}
@@ -197,8 +214,12 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return off.to_json(_starting_offsets(self.options, self._reader())[3])
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # One limit only (PySpark has no composite one): maxBytesPerTrigger, when
+        # maxOffsetsPerTrigger is set too, is applied from the options.
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -220,12 +241,46 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in latest if tp not in begin]
         # Where new partitions start, so that a limit shares records fairly.
         begin.update(self._reader().earliest(new))
+        # ReadAllAvailable (Trigger.Once) reads everything, whatever the options say.
+        end = latest
         if isinstance(limit, ReadMaxRows):
             end = off.rate_limit(begin, latest, limit.max_rows)
-        else:
-            end = latest
+        max_bytes = self.options.max_bytes_per_trigger
+        if isinstance(limit, ReadMaxBytes):
+            max_bytes = limit.max_bytes
+        if max_bytes is not None and not isinstance(limit, ReadAllAvailable):
+            end = off.tighter(end, self._byte_limit(begin, latest, max_bytes))
         # A partition that went back (a truncated log) is reported in partitions().
         return off.to_json(end)
+
+    def _byte_limit(
+        self, begin: PartitionOffsets, latest: PartitionOffsets, max_bytes: int
+    ) -> PartitionOffsets:
+        """The end of a batch of at most about `max_bytes`, from each partition's
+        size on its leader; where the brokers cannot tell, no byte bound."""
+        waiting = sorted(tp for tp, end in latest.items() if end > begin.get(tp, end))
+        if not waiting:
+            return dict(latest)
+        config = self.options.client_config
+        reason = client_path_reason(config)
+        try:
+            if reason is not None:
+                raise LogSizesUnavailable(f"the driver asks them over PLAINTEXT only, not {reason}")
+            extents = log_extents(
+                parse_bootstrap(config.get("bootstrap.servers", "")),
+                waiting,
+                timeout_s=_LOG_SIZES_TIMEOUT_S,
+            )
+        except LogSizesUnavailable as e:
+            if not self._said_unbounded:
+                self._said_unbounded = True
+                log.warning(
+                    "maxBytesPerTrigger is not applied: the partitions' sizes (DescribeLogDirs) "
+                    "are not known: %s",
+                    e,
+                )
+            return dict(latest)
+        return off.byte_limit(begin, latest, off.bytes_per_offset(extents), max_bytes)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return off.to_json(self._latest())
@@ -263,8 +318,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     f"{until[tp]}",
                     o.fail_on_data_loss,
                 )
-        ranges = off.split_ranges(off.offset_ranges(begin, until), o.min_partitions)
-        return [OffsetRangePartition(r) for r in ranges]
+        return _partitions(o, off.offset_ranges(begin, until))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
