@@ -103,6 +103,12 @@ class OffsetReader:
                     raise RuntimeError(
                         f"{what} failed after {attempt + 1} attempts: {e}{also}"
                     ) from e
+                # librdkafka's admin client asks with the leader epochs it has cached
+                # and does not refresh them on FENCED_LEADER_EPOCH: after a broker
+                # dies, the controller bumps the epoch of every partition whose ISR
+                # loses it, leader or not, so the same client fails again and again.
+                # A new one starts from fresh metadata.
+                self._admin = None
                 time.sleep(self._retry_interval_s)
         raise AssertionError("unreachable")
 
@@ -126,7 +132,11 @@ class OffsetReader:
         result: list[TopicPartitionKey] = self._retrying("listing topics", list_topics)
         return result
 
-    def _list_offsets(self, specs: Mapping[TopicPartitionKey, Any]) -> PartitionOffsets:
+    def _list_offsets(
+        self, specs: Mapping[TopicPartitionKey, Any], lowest: int = 0
+    ) -> PartitionOffsets:
+        """`lowest`: the smallest offset that is an answer (-1 for a timestamp no
+        record reaches)."""
         if not specs:
             return {}
 
@@ -136,7 +146,15 @@ class OffsetReader:
                 isolation_level=self._isolation,
                 request_timeout=self._timeout_s,
             )
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            out = {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            for tp, offset in out.items():
+                # librdkafka answers OFFSET_INVALID (-1001), with no error, for a
+                # partition whose leader it lost track of (its leader just killed).
+                if offset < lowest:
+                    raise KafkaException(
+                        KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"no offset for {tp}: {offset}")
+                    )
+            return out
 
         result: PartitionOffsets = self._retrying("listing offsets", call)
         return result
@@ -149,4 +167,5 @@ class OffsetReader:
 
     def by_timestamp(self, timestamps: Mapping[TopicPartitionKey, int]) -> PartitionOffsets:
         """The first offset whose timestamp is at or after the given one, or -1."""
-        return self._list_offsets({tp: _spec("for_timestamp", ts) for tp, ts in timestamps.items()})
+        specs = {tp: _spec("for_timestamp", ts) for tp, ts in timestamps.items()}
+        return self._list_offsets(specs, lowest=-1)
