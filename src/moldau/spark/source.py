@@ -54,9 +54,7 @@ from moldau.spark.options import (
     parse_write_options,
 )
 from moldau.spark.progress import commit_progress
-from moldau.spark.read_path import read_range
 from moldau.spark.schema import source_schema
-from moldau.spark.write_path import write_rows
 from moldau.spark.writer import WriteColumns, check_write_schema
 
 log = logging.getLogger(__name__)
@@ -138,6 +136,11 @@ def _partitions(options: ReadOptions, ranges: list[OffsetRange]) -> list[InputPa
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, OffsetRangePartition):
         return iter(())  # PySpark's stand-in when there is nothing to read
+    # Imported here, in the executors' workers only: the wire protocol (kio) takes a
+    # second or more to import, which the driver's planning processes, one started for
+    # each query, would pay for nothing.
+    from moldau.spark.read_path import read_range
+
     return read_range(
         options.client_config,
         partition.range,
@@ -384,4 +387,6 @@ def _write(
         return write_in_transaction(
             options, columns, slot_of_task(options, batch_query_id), batches
         )
+    from moldau.spark.write_path import write_rows  # as in _read: executors only
+
     return write_rows(options, columns, batches)
