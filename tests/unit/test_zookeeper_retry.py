@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import types
 
+import kazoo.retry
 import pytest
 from kazoo import exceptions as kz
 
-import kazoo.retry
 from moldau.metadata.zookeeper import request_retry
 
 
