@@ -40,9 +40,6 @@ from moldau.spark.exactly_once import (
     slot_of_task,
     write_in_transaction,
 )
-from moldau.spark.fetch_client import parse_bootstrap
-from moldau.spark.fetch_reader import client_path_reason
-from moldau.spark.log_sizes import LogSizesUnavailable, log_extents
 from moldau.spark.metadata import OffsetReader
 from moldau.spark.offsets import OffsetRange, PartitionOffsets
 from moldau.spark.options import (
@@ -264,6 +261,11 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         waiting = sorted(tp for tp, end in latest.items() if end > begin.get(tp, end))
         if not waiting:
             return dict(latest)
+        # Only with maxBytesPerTrigger: the wire protocol, as in _read.
+        from moldau.spark.fetch_client import parse_bootstrap
+        from moldau.spark.fetch_reader import client_path_reason
+        from moldau.spark.log_sizes import LogSizesUnavailable, log_extents
+
         config = self.options.client_config
         reason = client_path_reason(config)
         try:
