@@ -105,6 +105,16 @@ def split_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
+def request_retry() -> KazooRetry:
+    """How every request is retried: through connection losses and session expiries
+    until it gets an answer or the client is closed (kazoo then raises
+    ConnectionClosedError, which is not retried). No deadline, as Kafka's
+    KafkaZkClient waits for the connection however long it takes: a request given up
+    on while ZooKeeper is away leaves its caller (a registration, an election) with
+    an error it can only retry itself, or, from a watch, not at all."""
+    return KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0, ignore_expire=True)
+
+
 class ZooKeeperStore(MetadataStore):
     def __init__(
         self,
@@ -120,11 +130,9 @@ class ZooKeeperStore(MetadataStore):
         # One kazoo callback per (kind, path, watcher), so that registering the same
         # watcher twice on a path fires it once, as ZooKeeper does.
         self._wrappers: dict[tuple[str, str, Watcher], Callable[[KazooWatchedEvent], None]] = {}
-        self._retry = KazooRetry(
-            max_tries=-1, delay=0.05, max_delay=1.0, ignore_expire=True, deadline=30.0
-        )
-        # kazoo calls block (and retry for up to 30 s while ZooKeeper is away): they
-        # get threads of their own, so they neither starve the event loop's default
+        self._retry = request_retry()
+        # kazoo calls block (and retry for as long as ZooKeeper is away): they get
+        # threads of their own, so they neither starve the event loop's default
         # executor (log flushes) nor keep `close` from running.
         self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="zookeeper")
         self._session_listeners: list[SessionListener] = []

@@ -54,3 +54,6 @@ class ZooKeeperModeServer:
             if b.started:
                 await b.shutdown()
         await self.transport.close()
+        # Also when the broker did not start: a request still waiting for ZooKeeper
+        # (they wait however long) ends only when the store closes.
+        await self.store.close()

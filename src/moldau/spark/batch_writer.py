@@ -40,6 +40,7 @@ from moldau.spark.fetch_client import (
     Connection,
     parse_bootstrap,
 )
+from moldau.spark.writer import row_topics
 
 #: Versions this path speaks: Produce v3 is the first with v2 record batches.
 VERSIONS = {
@@ -82,20 +83,10 @@ CODECS = {
     "lz4": Compression.LZ4,
     "zstd": Compression.ZSTD,
 }
-#: Spark's connector's message for a row with no topic to go to.
-NULL_TOPIC = "null topic present in the data. Use the topic option for setting a topic."
 
 
 class ProduceFailed(Exception):
     """A record could not be written: the task fails, as on the client path."""
-
-
-def row_topics(batch: pa.RecordBatch) -> pa.Array:
-    """The batch's `topic` column; a null in it fails the task, as in Spark."""
-    topics = batch.column("topic")
-    if topics.null_count:
-        raise ValueError(NULL_TOPIC)
-    return topics
 
 
 def compression_of(client_config: Mapping[str, str]) -> tuple[Compression, int | None]:

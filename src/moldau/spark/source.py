@@ -40,9 +40,6 @@ from moldau.spark.exactly_once import (
     slot_of_task,
     write_in_transaction,
 )
-from moldau.spark.fetch_client import parse_bootstrap
-from moldau.spark.fetch_reader import client_path_reason
-from moldau.spark.log_sizes import LogSizesUnavailable, log_extents
 from moldau.spark.metadata import OffsetReader
 from moldau.spark.offsets import OffsetRange, PartitionOffsets
 from moldau.spark.options import (
@@ -54,9 +51,7 @@ from moldau.spark.options import (
     parse_write_options,
 )
 from moldau.spark.progress import commit_progress
-from moldau.spark.read_path import read_range
 from moldau.spark.schema import source_schema
-from moldau.spark.write_path import write_rows
 from moldau.spark.writer import WriteColumns, check_write_schema
 
 log = logging.getLogger(__name__)
@@ -138,6 +133,11 @@ def _partitions(options: ReadOptions, ranges: list[OffsetRange]) -> list[InputPa
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, OffsetRangePartition):
         return iter(())  # PySpark's stand-in when there is nothing to read
+    # Imported here, in the executors' workers only: the wire protocol (kio) takes a
+    # second or more to import, which the driver's planning processes, one started for
+    # each query, would pay for nothing.
+    from moldau.spark.read_path import read_range
+
     return read_range(
         options.client_config,
         partition.range,
@@ -261,6 +261,11 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         waiting = sorted(tp for tp, end in latest.items() if end > begin.get(tp, end))
         if not waiting:
             return dict(latest)
+        # Only with maxBytesPerTrigger: the wire protocol, as in _read.
+        from moldau.spark.fetch_client import parse_bootstrap
+        from moldau.spark.fetch_reader import client_path_reason
+        from moldau.spark.log_sizes import LogSizesUnavailable, log_extents
+
         config = self.options.client_config
         reason = client_path_reason(config)
         try:
@@ -384,4 +389,6 @@ def _write(
         return write_in_transaction(
             options, columns, slot_of_task(options, batch_query_id), batches
         )
+    from moldau.spark.write_path import write_rows  # as in _read: executors only
+
     return write_rows(options, columns, batches)

@@ -21,9 +21,21 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType
 
-from moldau.spark.batch_writer import row_topics
 from moldau.spark.options import InvalidOptionError, WriteOptions
 from moldau.spark.schema import HEADERS_TYPE
+
+#: Spark's connector's message for a row with no topic to go to.
+NULL_TOPIC = "null topic present in the data. Use the topic option for setting a topic."
+
+
+def row_topics(batch: pa.RecordBatch) -> pa.Array:
+    """The batch's `topic` column; a null in it fails the task, as in Spark. (Here,
+    not in batch_writer: the driver imports this module, and not the wire protocol.)"""
+    topics = batch.column("topic")
+    if topics.null_count:
+        raise ValueError(NULL_TOPIC)
+    return topics
+
 
 #: Producer settings a task's write starts from; `kafka.*` options override them.
 PRODUCER_DEFAULTS: dict[str, Any] = {
