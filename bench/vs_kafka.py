@@ -174,7 +174,6 @@ def kafka(workdir: Path, nodes: int, heap: str) -> Iterator[Server]:
             kraft_cluster_id=cluster,
             heap=heap,
             jvm_options=apache_kafka.PERFORMANCE,
-            class_archive=False,
         )
         for i, (port, cport) in enumerate(ports)
     ]

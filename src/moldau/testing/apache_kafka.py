@@ -10,9 +10,9 @@ directory (kept for a failed test to show), waits until Metadata lists it, and
 `stop`/`kill` end that process by its PID.
 
 Started for a test (the default JVM options), a broker starts as fast as it can:
-a small heap, the C1 compiler alone, the serial collector, and a Class Data Sharing
-archive of the classes a broker loads, made by the first broker that stops cleanly
-after its jars changed (kafka-run-class's trick for the tools).
+a small heap, the C1 compiler alone, the serial collector. (A Class Data Sharing
+archive, kafka-run-class's trick for the tools, was tried: it saves about 2 s a
+start but costs 10-20 s to make, which a CI run on a clean clone always pays.)
 """
 
 from __future__ import annotations
@@ -53,10 +53,6 @@ class Distribution:
     def lib(self) -> Path:
         return self.project / "target" / "lib"
 
-    @property
-    def class_archive(self) -> Path:
-        return self.project / "target" / "broker.jsa"
-
     def ensure_built(self) -> None:
         """`mvn package` unless target/lib is newer than the pom."""
         why = kafka_java.java_unavailable()
@@ -71,12 +67,6 @@ class Distribution:
                 ["mvn", "-q", "-B", "package"], cwd=self.project, check=True, timeout=900
             )
             self.lib.touch()
-
-    def archive_is_current(self) -> bool:
-        archive = self.class_archive
-        return archive.is_file() and all(
-            jar.stat().st_mtime <= archive.stat().st_mtime for jar in self.lib.glob("*.jar")
-        )
 
 
 KAFKA_4 = Distribution(
@@ -153,13 +143,11 @@ class KafkaBroker:
         kraft_cluster_id: str | None = None,
         heap: str = "256m",
         jvm_options: str = FAST_START,
-        class_archive: bool = True,
     ) -> None:
         """`properties`: server.properties (kraft_properties, zookeeper_properties);
         `port`: its PLAINTEXT listener's; `kraft_cluster_id`: a KRaft node's cluster
         id, its storage formatted with it before the first start (None: ZooKeeper
-        mode). `class_archive`: map the archive of the classes a broker loads (and
-        make it when there is none), which a benchmark timing start-up leaves off."""
+        mode)."""
         self.directory = Path(directory)
         self.properties = dict(properties)
         self.port = port
@@ -167,9 +155,7 @@ class KafkaBroker:
         self.kraft_cluster_id = kraft_cluster_id
         self.heap = heap
         self.jvm_options = jvm_options
-        self.class_archive = class_archive
         self.proc: subprocess.Popen[bytes] | None = None
-        self._dumping: Path | None = None
 
     @classmethod
     def kraft(
@@ -214,20 +200,15 @@ class KafkaBroker:
     def log_dir(self) -> Path:
         return Path(self.properties["log.dirs"])
 
-    def _archive_in_use(self) -> list[str]:
-        current = self.class_archive and self.distribution.archive_is_current()
-        return [f"-XX:SharedArchiveFile={self.distribution.class_archive}"] if current else []
-
-    def _java(self, main_class: str, *args: str, archive: list[str] | None = None) -> list[str]:
+    def _java(self, main_class: str, *args: str) -> list[str]:
         return [
             "java",
             f"-Xmx{self.heap}",
             f"-Xms{self.heap}",
             *self.jvm_options.split(),
-            # The JVM's own warnings (an archive older than the jars) into the log.
+            # The JVM's own warnings into the broker's log.
             "-Xlog:disable",
             "-Xlog:all=warning:stderr",
-            *(archive or []),
             *self.distribution.logging,
             "-cp",
             f"{self.distribution.lib}/*",
@@ -240,7 +221,6 @@ class KafkaBroker:
         if self.kraft_cluster_id is None or (self.log_dir / "meta.properties").is_file():
             return
         self._write_config()
-        archive = self._archive_in_use()
         done = subprocess.run(
             self._java(
                 "kafka.tools.StorageTool",
@@ -249,7 +229,6 @@ class KafkaBroker:
                 self.kraft_cluster_id,
                 "-c",
                 str(self.config_path),
-                archive=archive,
             ),
             capture_output=True,
             text=True,
@@ -274,19 +253,10 @@ class KafkaBroker:
         self.distribution.ensure_built()
         self._write_config()
         self.format_storage()
-        archive = self._archive_in_use()
-        self._dumping = None
-        if self.class_archive and not archive:
-            # Written at a clean exit, aside and then renamed (`stop`): a JVM never
-            # maps a half-written archive.
-            self._dumping = self.distribution.class_archive.with_name(
-                f"broker.jsa.{os.getpid()}.{id(self)}"
-            )
-            archive = [f"-XX:ArchiveClassesAtExit={self._dumping}"]
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child holds it)
         try:
             self.proc = subprocess.Popen(
-                self._java("kafka.Kafka", str(self.config_path), archive=archive),
+                self._java("kafka.Kafka", str(self.config_path)),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -352,8 +322,6 @@ class KafkaBroker:
         except subprocess.TimeoutExpired:
             self.kill()
             raise
-        if self._dumping is not None and self._dumping.is_file():
-            self._dumping.replace(self.distribution.class_archive)
         return code
 
     def kill(self) -> None:
@@ -361,8 +329,6 @@ class KafkaBroker:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
-        if self._dumping is not None:
-            self._dumping.unlink(missing_ok=True)
 
     def __enter__(self) -> KafkaBroker:
         return self.start() if self.proc is None else self
@@ -371,10 +337,5 @@ class KafkaBroker:
         self.close()
 
     def close(self) -> None:
-        """Ends the process: kill -9, but a clean stop while the class archive is
-        being made (the JVM writes it as it exits)."""
-        try:
-            if self._dumping is not None:
-                self.stop()
-        finally:
-            self.kill()
+        """Ends the process: kill -9 (a test's broker has nothing to save)."""
+        self.kill()
