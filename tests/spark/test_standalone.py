@@ -10,18 +10,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from packaging.requirements import Requirement
 
 import moldau
 from moldau.testing.process import wait_for
 from moldau.testing.spark_driver import SparkDriver
 from moldau.testing.spark_standalone import SparkStandalone
-from tests.integration.clients import create_topic
+from tests.integration.clients import confluent_produce, create_topic
+from tests.spark.readme_recipes import Recipes, stop_group
 from tests.spark.test_read import produce
 from tests.spark.test_write import consume_all
 
@@ -31,15 +34,24 @@ JOBS = "tests.spark.standalone_jobs"
 ROOT = Path(__file__).parents[2]
 
 
+def python_path() -> str:
+    """moldau and these tests' jobs, for the Python of the module's driver and of
+    its executors (as --py-files would give them)."""
+    return os.pathsep.join([str(Path(moldau.__file__).parents[1]), str(ROOT)])
+
+
 def python_env() -> dict[str, str]:
-    """What the executors' Python workers need: this interpreter, and moldau and
-    these tests' jobs on their path (as --py-files would give them)."""
-    src = str(Path(moldau.__file__).parents[1])
+    """A driver's environment: this interpreter, moldau and the jobs on its path."""
     return {
         "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([src, str(ROOT)]),
+        "PYTHONPATH": python_path(),
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
+
+
+#: Given to an application's executors (not to the workers: the README's
+#: spark-submit recipes must find moldau where they put it, or fail).
+EXECUTOR_PATH = "spark.executorEnv.PYTHONPATH"
 
 
 class Driver:
@@ -61,6 +73,7 @@ class Driver:
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.sql.session.timeZone": "UTC",
+            EXECUTOR_PATH: python_path(),
         }
         driver = SparkDriver(self.cluster.url, conf, self.log, python_env())
         self.driver = driver.start(wait=False)
@@ -81,7 +94,7 @@ class Driver:
 @pytest.fixture(scope="module")
 def drivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
     base = tmp_path_factory.mktemp("spark-standalone")
-    cluster = SparkStandalone(base, workers=2, cores=1, memory="1g", env=python_env())
+    cluster = SparkStandalone(base, workers=2, cores=1, memory="1g")
     holder = Driver(cluster, base / "driver.log")
     try:
         # The driver's JVM starts while the workers' do.
@@ -92,6 +105,25 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
     finally:
         holder.stop()
         cluster.stop()
+
+
+RECIPES_TEST = "test_the_readme_spark_submit_recipes_run_as_written"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def recipes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Recipes | None]:
+    """The README's recipes set up in the background from the module's start (the
+    wheel's build takes seconds), when their test is to run."""
+    if not any(item.name == RECIPES_TEST for item in request.session.items):
+        yield None
+        return
+    made = Recipes(tmp_path_factory.mktemp("readme-recipes"))
+    try:
+        yield made
+    finally:
+        made.stop()
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +248,8 @@ def test_the_demo_runs_on_the_cluster_with_master(
         [sys.executable, "-m", "moldau", "pipeline", "demo", "--master", cluster.url,
          "--bootstrap-server", bootstrap, "--events", "1000"],
         check=False, capture_output=True, text=True, timeout=300,
-        env={**os.environ, **python_env(), "TMPDIR": str(tmp_path)},
+        env={**os.environ, **python_env(), "TMPDIR": str(tmp_path),
+             "PYSPARK_SUBMIT_ARGS": f"--conf {EXECUTOR_PATH}={python_path()} pyspark-shell"},
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
@@ -224,3 +257,52 @@ def test_the_demo_runs_on_the_cluster_with_master(
     assert "match: " in out, out
     finished = cluster.status()["completedapps"]
     assert "moldau-pipeline-demo" in [a["name"] for a in finished]
+
+
+@pytest.mark.timeout(300)  # two applications, one after the other, on the two cores
+def test_the_readme_spark_submit_recipes_run_as_written(
+    cluster: SparkStandalone, drivers: Driver, recipes: Recipes | None, bootstrap: str
+) -> None:
+    """Both recipes: a wheel installed in a venv, and --py-files with a Python that
+    has the dependencies the README lists (and no moldau)."""
+    assert recipes is not None
+    # The dependencies the README lists are moldau's pins.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {r.split("==")[0]: r for r in project["dependencies"]}
+    pins |= {r.split("==")[0]: r for r in project["optional-dependencies"]["spark"]}
+    assert {pins[Requirement(r).name] for r in recipes.recipes[1].packages} == set(
+        recipes.recipes[1].packages
+    )
+    drivers.stop()  # its application holds both cores
+    create_topic(bootstrap, "orders", partitions=3)
+    create_topic(bootstrap, "orders-upper", partitions=1)
+    confluent_produce(bootstrap, "orders", [(b"k1", b"hello", []), (b"k2", b"world", [])])
+    submits = recipes.submit(cluster.url, bootstrap)
+    try:
+        for i, proc in enumerate(submits):
+            code = proc.wait(240)
+            log = (recipes.root / f"submit-{i}.log").read_text(errors="replace")
+            errors = [line for line in log.splitlines() if "Error" in line or "Exception:" in line]
+            assert code == 0, "\n".join(errors[-5:]) or log[-3000:]
+    finally:
+        for proc in submits:
+            stop_group(proc)
+    # Neither venv has moldau but by the recipe: the wheel's in one, none in the other.
+    installed, shipped = recipes.recipes[0].venvs[0], recipes.recipes[1].venvs[0]
+    where = subprocess.run(
+        [installed / "bin" / "python", "-c", "import moldau; print(moldau.__file__)"],
+        capture_output=True, text=True, env=recipes.env, check=True,
+    ).stdout  # fmt: skip
+    assert where.startswith(str(installed)), where
+    lacking = subprocess.run(
+        [shipped / "bin" / "python", "-c", "import moldau"],
+        capture_output=True, env=recipes.env, check=False,
+    )  # fmt: skip
+    assert lacking.returncode != 0
+    finished = [a["name"] for a in cluster.status()["completedapps"]]
+    assert finished.count("orders-job") == 2, finished
+    written = consume_all(bootstrap, "orders-upper", 1, 4)
+    assert Counter((key, value) for _, key, value, _ in written) == {
+        (b"k1", b"HELLO"): 2,
+        (b"k2", b"WORLD"): 2,
+    }
