@@ -11,6 +11,8 @@ from typing import Any
 
 from moldau.testing.spark_standalone import ancestors
 
+#: Rows of each Arrow batch Spark hands a Python data source's writer.
+ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: Streams left running between calls, by name.
 _QUERIES: dict[str, Any] = {}
 
@@ -60,10 +62,19 @@ def stream_available_now(
     return seen
 
 
-def _copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, slow_ms: int) -> Any:
-    """The source topic into the sink topic with the exactly-once sink; each row
-    takes `slow_ms` in its task, so that tasks are running when a test kills an
-    executor."""
+def _copy(
+    spark: Any,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    checkpoint: str,
+    slow_ms: float,
+    per_trigger: int = 200,
+    exactly_once: bool = True,
+) -> Any:
+    """The source topic into the sink topic, with the exactly-once sink or the
+    plain one; each row takes `slow_ms` in its task, so that tasks are running
+    when a test kills an executor."""
     from pyspark.sql.functions import udf
 
     @udf("binary")
@@ -76,13 +87,13 @@ def _copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, s
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "200")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
         .load()
         .select("key", slowly("value").alias("value"))
         .writeStream.format("moldau")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
-        .option("exactlyOnce", "true")
+        .option("exactlyOnce", str(exactly_once).lower())
         .option("checkpointLocation", checkpoint)
     )
 
@@ -97,10 +108,22 @@ def copy_available_now(spark: Any, bootstrap: str, source: str, sink: str, check
 
 
 def start_copy(
-    spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, slow_ms: int
+    spark: Any,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    checkpoint: str,
+    slow_ms: float,
+    per_trigger: int = 200,
+    exactly_once: bool = True,
+    rows_per_arrow_batch: int | None = None,
 ) -> None:
-    """Starts copying, a micro-batch every half second, and leaves it running."""
-    writer = _copy(spark, bootstrap, source, sink, checkpoint, slow_ms)
+    """Starts copying, a micro-batch every half second, and leaves it running.
+    `rows_per_arrow_batch` small hands a task's rows to the sink a few at a time,
+    as they come out of the slow UDF, rather than all at the task's end."""
+    if rows_per_arrow_batch is not None:
+        spark.conf.set(ARROW_BATCH, str(rows_per_arrow_batch))
+    writer = _copy(spark, bootstrap, source, sink, checkpoint, slow_ms, per_trigger, exactly_once)
     _QUERIES[source] = writer.trigger(processingTime="500 milliseconds").start()
 
 
@@ -111,6 +134,11 @@ def rows_copied(spark: Any, source: str) -> int:
     if not query.isActive:
         raise RuntimeError(f"the copy stopped: {query.exception()}")
     return sum(int(p["numInputRows"]) for p in query.recentProgress)
+
+
+def copy_progress(spark: Any, source: str) -> list[int]:
+    """[tasks running, rows copied], read together."""
+    return [tasks_running(spark), rows_copied(spark, source)]
 
 
 def tasks_running(spark: Any) -> int:
@@ -125,4 +153,5 @@ def stop_copy(spark: Any, source: str) -> str | None:
     query = _QUERIES.pop(source)
     error = query.exception()
     query.stop()
+    spark.conf.unset(ARROW_BATCH)
     return None if error is None else str(error)

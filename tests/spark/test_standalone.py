@@ -3,7 +3,8 @@ core each as processes of their own, the tasks in their executors, the driver
 in a process of its own (moldau.testing.spark_driver: this process already
 drives the local session of the other Spark tests, and PySpark allows one).
 Reads, a stream restarted from its checkpoint, the exactly-once sink, an executor
-killed mid-stream, and `moldau pipeline demo --master`."""
+killed while its task writes, `moldau pipeline demo --master`, and the README's
+spark-submit recipes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from packaging.requirements import Requirement
 
 import moldau
@@ -197,7 +198,76 @@ def test_the_exactly_once_sink_writes_each_row_once(
     assert keys(written) == Counter(b"k%d" % i for i in range(300))
 
 
-def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
+class SinkWatch:
+    """The sink's records as they land, read_uncommitted: what a batch's tasks
+    wrote before the batch commits, counted by the source partition each key came
+    from (k<i> is from partition i % 2, and a partition is one task's)."""
+
+    def __init__(self, bootstrap: str, sink: str) -> None:
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"watch-{sink}",
+             "enable.auto.commit": False, "isolation.level": "read_uncommitted"}
+        )  # fmt: skip
+        self.consumer.assign([TopicPartition(sink, p, 0) for p in (0, 1)])
+        self.by_task = [0, 0]
+
+    def poll(self) -> list[int]:
+        for m in self.consumer.consume(1000, 0.05):
+            if m.error() is None:
+                self.by_task[int(m.key()[1:]) % 2] += 1
+        return self.by_task
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def kill_mid_write(
+    cluster: SparkStandalone, driver: SparkDriver, bootstrap: str, source: str, sink: str,
+    checkpoint: Path, exactly_once: bool,
+) -> tuple[int, list[int]]:  # fmt: skip
+    """Copies TOTAL rows and SIGKILLs an executor once both running tasks of a
+    micro-batch have written rows of it to the sink, before the batch ends; waits
+    until the copy has read every row. Returns the executor killed and the rows
+    each task had written of its batch then."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(TOTAL):
+        producer.produce(source, b"v", b"k%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    copy = {"bootstrap": bootstrap, "source": source, "sink": sink}
+    # 1000 rows a task at 2 ms each; the sink gets them 100 at a time (an Arrow
+    # batch), as they come out of the slow UDF, over two seconds.
+    driver.call(
+        f"{JOBS}:start_copy", checkpoint=str(checkpoint), slow_ms=2, per_trigger=2000,
+        rows_per_arrow_batch=100, exactly_once=exactly_once, **copy,
+    )  # fmt: skip
+    watch = SinkWatch(bootstrap, sink)
+    written: list[int] = []
+    try:
+
+        def mid_write() -> bool:
+            nonlocal written
+            by_task = list(watch.poll())
+            # Read after the sink: a batch that ended meanwhile is in `copied` already.
+            running, copied = driver.call(f"{JOBS}:copy_progress", source=source)
+            written = [n - copied // 2 for n in by_task]
+            return running == 2 and min(written) >= 50
+
+        assert wait_for(mid_write, 90, 0), written
+        killed = cluster.kill_executor()
+        assert wait_for(
+            lambda: driver.call(f"{JOBS}:rows_copied", source=source) == TOTAL, 90, 0.5
+        ), driver.call(f"{JOBS}:rows_copied", source=source)
+    finally:
+        watch.close()
+        error = driver.call(f"{JOBS}:stop_copy", source=source)
+    assert error is None, error
+    return killed, written
+
+
+TOTAL = 6000
+
+
+def test_an_executor_killed_mid_write_loses_and_repeats_nothing(
     cluster: SparkStandalone,
     drivers: Driver,
     driver: SparkDriver,
@@ -205,38 +275,23 @@ def test_an_executor_killed_mid_stream_loses_and_repeats_nothing(
     topic_name: str,
     tmp_path: Path,
 ) -> None:
-    """SIGKILL to an executor while its tasks run: Spark runs them again on the
-    other executor; the sink, read read_committed, holds every record once.
-    (Spark hands a task's rows to the sink at the task's end, so the kill comes
-    before the lost task wrote: this is recovery on a cluster; a task that fails
-    after it wrote is test_exactly_once.py's.)"""
+    """SIGKILL to an executor while its task writes a micro-batch to the
+    exactly-once sink: rows of the batch are in the sink's log, in the task's open
+    transaction. Spark runs the task again on the other executor, whose attempt
+    fences the lost one and aborts what it wrote; read read_committed, the sink
+    holds every record once. (The plain sink, in the same run, holds the rows the
+    lost task wrote twice.)"""
     source, sink = source_and_sink(bootstrap, topic_name)
-    total = 1000
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(total):
-        producer.produce(source, b"v", b"k%d" % i, partition=i % 2)
-    assert producer.flush(30) == 0
-    copy = {"bootstrap": bootstrap, "source": source, "sink": sink}
-    # 10 ms a row: a 200-row batch keeps both executors busy for a second.
-    driver.call(f"{JOBS}:start_copy", checkpoint=str(tmp_path / "cp"), slow_ms=10, **copy)
-    try:
-        # Mid-batch: both executors run a task of it (any of the five batches: waiting
-        # for a first one to finish first left too few to catch under CI's timing).
-        assert wait_for(lambda: driver.call(f"{JOBS}:tasks_running") == 2, 60, 0.05)
-        assert driver.call(f"{JOBS}:rows_copied", source=source) < total
-        before = set(cluster.executor_pids())
-        killed = cluster.kill_executor()
-        assert wait_for(
-            lambda: driver.call(f"{JOBS}:rows_copied", source=source) == total, 60, 0.5
-        ), driver.call(f"{JOBS}:rows_copied", source=source)
-    finally:
-        error = driver.call(f"{JOBS}:stop_copy", source=source)
-    assert error is None, error
+    before = set(cluster.executor_pids())
+    killed, written = kill_mid_write(
+        cluster, driver, bootstrap, source, sink, tmp_path / "cp", exactly_once=True
+    )
+    assert min(written) >= 50, written
     # Spark saw the task lost with its executor, and ran it again.
     assert "ExecutorLostFailure" in drivers.log.read_text(errors="replace")
     assert killed in before and killed not in cluster.executor_pids()
-    written = consume_all(bootstrap, sink, 2, total, read_committed=True)
-    assert keys(written) == Counter(b"k%d" % i for i in range(total))
+    records = consume_all(bootstrap, sink, 2, TOTAL, read_committed=True)
+    assert keys(records) == Counter(b"k%d" % i for i in range(TOTAL))
 
 
 def test_the_demo_runs_on_the_cluster_with_master(
