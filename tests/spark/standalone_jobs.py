@@ -11,8 +11,6 @@ from typing import Any
 
 from moldau.testing.spark_standalone import ancestors
 
-#: Rows of each Arrow batch Spark hands a Python data source's writer.
-ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: Streams left running between calls, by name.
 _QUERIES: dict[str, Any] = {}
 
@@ -71,6 +69,7 @@ def _copy(
     slow_ms: float,
     per_trigger: int = 200,
     exactly_once: bool = True,
+    sink_options: dict[str, str] | None = None,
 ) -> Any:
     """The source topic into the sink topic, with the exactly-once sink or the
     plain one; each row takes `slow_ms` in its task, so that tasks are running
@@ -94,6 +93,7 @@ def _copy(
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
         .option("exactlyOnce", str(exactly_once).lower())
+        .options(**(sink_options or {}))
         .option("checkpointLocation", checkpoint)
     )
 
@@ -107,24 +107,12 @@ def copy_available_now(spark: Any, bootstrap: str, source: str, sink: str, check
     return len(query.recentProgress)
 
 
-def start_copy(
-    spark: Any,
-    bootstrap: str,
-    source: str,
-    sink: str,
-    checkpoint: str,
-    slow_ms: float,
-    per_trigger: int = 200,
-    exactly_once: bool = True,
-    rows_per_arrow_batch: int | None = None,
-) -> None:
-    """Starts copying, a micro-batch every half second, and leaves it running.
-    `rows_per_arrow_batch` small hands a task's rows to the sink a few at a time,
-    as they come out of the slow UDF, rather than all at the task's end."""
-    if rows_per_arrow_batch is not None:
-        spark.conf.set(ARROW_BATCH, str(rows_per_arrow_batch))
-    writer = _copy(spark, bootstrap, source, sink, checkpoint, slow_ms, per_trigger, exactly_once)
-    _QUERIES[source] = writer.trigger(processingTime="500 milliseconds").start()
+def start_copy(spark: Any, **copy: Any) -> None:
+    """Starts copying (`copy`: _copy's arguments), a micro-batch every half second,
+    and leaves it running."""
+    _QUERIES[copy["source"]] = (
+        _copy(spark, **copy).trigger(processingTime="500 milliseconds").start()
+    )
 
 
 def rows_copied(spark: Any, source: str) -> int:
@@ -136,9 +124,23 @@ def rows_copied(spark: Any, source: str) -> int:
     return sum(int(p["numInputRows"]) for p in query.recentProgress)
 
 
-def copy_progress(spark: Any, source: str) -> list[int]:
-    """[tasks running, rows copied], read together."""
-    return [tasks_running(spark), rows_copied(spark, source)]
+def copy_progress(spark: Any, source: str) -> list[Any]:
+    """[{task's partition: its executor's id} of the tasks running, rows copied],
+    read together."""
+    tracker = spark.sparkContext.statusTracker()
+    # Which executor runs a task is in Spark's status store, not in PySpark's tracker.
+    store = spark.sparkContext._jsc.sc().statusStore()
+    running: dict[int, str] = {}
+    for stage_id in tracker.getActiveStageIds():
+        stage = tracker.getStageInfo(stage_id)
+        if stage is None:
+            continue
+        tasks = store.taskList(stage_id, stage.currentAttemptId, 100)
+        for i in range(tasks.size()):
+            task = tasks.apply(i)
+            if task.status() == "RUNNING":
+                running[task.index()] = task.executorId()
+    return [running, rows_copied(spark, source)]
 
 
 def tasks_running(spark: Any) -> int:
@@ -153,5 +155,4 @@ def stop_copy(spark: Any, source: str) -> str | None:
     query = _QUERIES.pop(source)
     error = query.exception()
     query.stop()
-    spark.conf.unset(ARROW_BATCH)
     return None if error is None else str(error)

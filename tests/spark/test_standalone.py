@@ -9,6 +9,7 @@ spark-submit recipes."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -23,7 +24,7 @@ from packaging.requirements import Requirement
 import moldau
 from moldau.testing.process import wait_for
 from moldau.testing.spark_driver import SparkDriver
-from moldau.testing.spark_standalone import SparkStandalone
+from moldau.testing.spark_standalone import SparkStandalone, command_line
 from tests.integration.clients import confluent_produce, create_topic
 from tests.spark.readme_recipes import Recipes, stop_group
 from tests.spark.test_read import produce
@@ -221,39 +222,63 @@ class SinkWatch:
         self.consumer.close()
 
 
+#: Rows of the source, and of each task of a micro-batch.
+TOTAL, PER_TASK = 6000, 1000
+#: librdkafka settings (the client path honours them; the batch path sends a write
+#: with them there).
+ONE_RECORD_A_REQUEST = {
+    "kafka.batch.num.messages": "1",
+    "kafka.max.in.flight.requests.per.connection": "1",
+}
+
+
+def executor_pid(cluster: SparkStandalone, executor_id: str) -> int:
+    [pid] = [
+        pid for pid in cluster.executor_pids()
+        if command_line(pid)[command_line(pid).index("--executor-id") + 1] == executor_id
+    ]  # fmt: skip
+    return pid
+
+
 def kill_mid_write(
     cluster: SparkStandalone, driver: SparkDriver, bootstrap: str, source: str, sink: str,
     checkpoint: Path, exactly_once: bool,
-) -> tuple[int, list[int]]:  # fmt: skip
-    """Copies TOTAL rows and SIGKILLs an executor once both running tasks of a
-    micro-batch have written rows of it to the sink, before the batch ends; waits
-    until the copy has read every row. Returns the executor killed and the rows
-    each task had written of its batch then."""
+) -> tuple[int, int]:  # fmt: skip
+    """Copies TOTAL rows and SIGKILLs the executor of a task that has written some
+    but not all of its rows of a micro-batch to the sink; waits until the copy has
+    read every row. Returns the executor's PID and the rows its task had written."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(TOTAL):
         producer.produce(source, b"v", b"k%d" % i, partition=i % 2)
     assert producer.flush(30) == 0
     copy = {"bootstrap": bootstrap, "source": source, "sink": sink}
-    # 1000 rows a task at 2 ms each; the sink gets them 100 at a time (an Arrow
-    # batch), as they come out of the slow UDF, over two seconds.
+    # PER_TASK rows a task, 2 ms each in the UDF. Spark hands them to the sink at the
+    # task's end; each goes to the broker in a request of its own, one at a time, so
+    # that writing them takes a while.
     driver.call(
-        f"{JOBS}:start_copy", checkpoint=str(checkpoint), slow_ms=2, per_trigger=2000,
-        rows_per_arrow_batch=100, exactly_once=exactly_once, **copy,
+        f"{JOBS}:start_copy", checkpoint=str(checkpoint), slow_ms=2, per_trigger=2 * PER_TASK,
+        exactly_once=exactly_once, sink_options=ONE_RECORD_A_REQUEST, **copy,
     )  # fmt: skip
     watch = SinkWatch(bootstrap, sink)
-    written: list[int] = []
+    target: tuple[str, int] | None = None
     try:
 
         def mid_write() -> bool:
-            nonlocal written
+            nonlocal target
             by_task = list(watch.poll())
             # Read after the sink: a batch that ended meanwhile is in `copied` already.
             running, copied = driver.call(f"{JOBS}:copy_progress", source=source)
-            written = [n - copied // 2 for n in by_task]
-            return running == 2 and min(written) >= 50
+            for task, executor in running.items():
+                written = by_task[int(task)] - copied // 2
+                if 50 <= written < PER_TASK:
+                    target = (executor, written)
+                    return True
+            return False
 
-        assert wait_for(mid_write, 90, 0), written
-        killed = cluster.kill_executor()
+        assert wait_for(mid_write, 90, 0)
+        assert target is not None
+        killed = executor_pid(cluster, target[0])
+        os.kill(killed, signal.SIGKILL)
         assert wait_for(
             lambda: driver.call(f"{JOBS}:rows_copied", source=source) == TOTAL, 90, 0.5
         ), driver.call(f"{JOBS}:rows_copied", source=source)
@@ -261,10 +286,7 @@ def kill_mid_write(
         watch.close()
         error = driver.call(f"{JOBS}:stop_copy", source=source)
     assert error is None, error
-    return killed, written
-
-
-TOTAL = 6000
+    return killed, target[1]
 
 
 def test_an_executor_killed_mid_write_loses_and_repeats_nothing(
@@ -286,7 +308,7 @@ def test_an_executor_killed_mid_write_loses_and_repeats_nothing(
     killed, written = kill_mid_write(
         cluster, driver, bootstrap, source, sink, tmp_path / "cp", exactly_once=True
     )
-    assert min(written) >= 50, written
+    assert 50 <= written < PER_TASK
     # Spark saw the task lost with its executor, and ran it again.
     assert "ExecutorLostFailure" in drivers.log.read_text(errors="replace")
     assert killed in before and killed not in cluster.executor_pids()
