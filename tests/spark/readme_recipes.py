@@ -2,12 +2,13 @@
 written: each ```sh block's commands, with this machine's paths, master and
 brokers in place of the README's.
 
-Two things stand in for what a test machine lacks. PyPI: each venv a recipe makes
-gets, through a .pth file, links to the installed packages it is to have (for the
---py-files recipe exactly the closure of those its pip command names, so that a
-dependency the README forgets fails the job), and pip finds them installed. Worker
-machines: the workers run on this one, with no PYTHONPATH, so an executor finds
-moldau where the recipe put it or not at all.
+Two things stand in for what a test machine lacks. PyPI's packages: each venv a
+recipe makes gets, through a .pth file, links to the installed packages it is to
+have (for the --py-files recipe exactly the closure of those its pip command
+names, so that a dependency the README forgets fails the job), and pip finds them
+installed (the wheel's build still fetches its build tools, setuptools and wheel,
+from the index, as pip does). Worker machines: the workers run on this one, with
+no PYTHONPATH, so an executor finds moldau where the recipe put it or not at all.
 
 A recipe's set-up (wheel, venvs, zip) starts in the background when the module
 does and runs while the other tests do; its spark-submit runs in the test."""
