@@ -60,10 +60,20 @@ def stream_available_now(
     return seen
 
 
-def _copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, slow_ms: int) -> Any:
-    """The source topic into the sink topic with the exactly-once sink; each row
-    takes `slow_ms` in its task, so that tasks are running when a test kills an
-    executor."""
+def _copy(
+    spark: Any,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    checkpoint: str,
+    slow_ms: float,
+    per_trigger: int = 200,
+    exactly_once: bool = True,
+    sink_options: dict[str, str] | None = None,
+) -> Any:
+    """The source topic into the sink topic, with the exactly-once sink or the
+    plain one; each row takes `slow_ms` in its task, so that tasks are running
+    when a test kills an executor."""
     from pyspark.sql.functions import udf
 
     @udf("binary")
@@ -76,13 +86,14 @@ def _copy(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, s
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "200")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
         .load()
         .select("key", slowly("value").alias("value"))
         .writeStream.format("moldau")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
-        .option("exactlyOnce", "true")
+        .option("exactlyOnce", str(exactly_once).lower())
+        .options(**(sink_options or {}))
         .option("checkpointLocation", checkpoint)
     )
 
@@ -96,12 +107,12 @@ def copy_available_now(spark: Any, bootstrap: str, source: str, sink: str, check
     return len(query.recentProgress)
 
 
-def start_copy(
-    spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, slow_ms: int
-) -> None:
-    """Starts copying, a micro-batch every half second, and leaves it running."""
-    writer = _copy(spark, bootstrap, source, sink, checkpoint, slow_ms)
-    _QUERIES[source] = writer.trigger(processingTime="500 milliseconds").start()
+def start_copy(spark: Any, **copy: Any) -> None:
+    """Starts copying (`copy`: _copy's arguments), a micro-batch every half second,
+    and leaves it running."""
+    _QUERIES[copy["source"]] = (
+        _copy(spark, **copy).trigger(processingTime="500 milliseconds").start()
+    )
 
 
 def rows_copied(spark: Any, source: str) -> int:
@@ -111,6 +122,25 @@ def rows_copied(spark: Any, source: str) -> int:
     if not query.isActive:
         raise RuntimeError(f"the copy stopped: {query.exception()}")
     return sum(int(p["numInputRows"]) for p in query.recentProgress)
+
+
+def copy_progress(spark: Any, source: str) -> list[Any]:
+    """[{task's partition: its executor's id} of the tasks running, rows copied],
+    read together."""
+    tracker = spark.sparkContext.statusTracker()
+    # Which executor runs a task is in Spark's status store, not in PySpark's tracker.
+    store = spark.sparkContext._jsc.sc().statusStore()
+    running: dict[int, str] = {}
+    for stage_id in tracker.getActiveStageIds():
+        stage = tracker.getStageInfo(stage_id)
+        if stage is None:
+            continue
+        tasks = store.taskList(stage_id, stage.currentAttemptId, 100)
+        for i in range(tasks.size()):
+            task = tasks.apply(i)
+            if task.status() == "RUNNING":
+                running[task.index()] = task.executorId()
+    return [running, rows_copied(spark, source)]
 
 
 def tasks_running(spark: Any) -> int:

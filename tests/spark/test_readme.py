@@ -25,12 +25,37 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 NOT_A_USERS = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")
 
 
+def readme_blocks(heading: str, lang: str) -> list[str]:
+    """The ```{lang} blocks of the README's section under `heading` (a whole
+    heading line, as `## Spark`), up to the next heading of its level or above
+    (a `#` line inside a block is a comment, not a heading)."""
+    level = len(heading.split(" ", 1)[0])
+    lines = README.read_text().split("\n")
+    blocks: list[str] = []
+    block: list[str] | None = None
+    inside, fenced = False, False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+            if inside and fenced and line == f"```{lang}":
+                block = []
+            elif inside and not fenced and block is not None:
+                blocks.append("\n".join(block) + "\n")
+                block = None
+        elif fenced:
+            if block is not None:
+                block.append(line)
+        elif line == heading:
+            inside = True
+        elif inside and re.match(rf"#{{1,{level}}} ", line):
+            break
+    assert blocks, f"README.md's {heading!r} has no {lang} block"
+    return blocks
+
+
 def spark_example() -> str:
     """The first ```python block of the README's Spark section."""
-    section = README.read_text().split("\n## Spark\n", 1)[1].split("\n## ", 1)[0]
-    found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found, "README.md's Spark section has no python example"
-    return found.group(1)
+    return readme_blocks("## Spark", "python")[0]
 
 
 def users_environment(tmp_path: Path) -> dict[str, str]:
