@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -34,19 +35,46 @@ def serve(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
 @contextmanager
 def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """`moldau serve ARGS` running, and its first lines (one per listener of a broker
-    with several, then where each broker listens and serves metrics); killed on exit."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moldau", "serve", "--log-level", "WARNING", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        yield proc, [proc.stdout.readline() for _ in range(6)]
-    finally:
-        proc.kill()
-        proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+    with several, then where each broker listens and serves metrics); killed on exit.
+    A serve that ends before printing them fails here with what it said on stderr."""
+    with tempfile.TemporaryFile("w+") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moldau", "serve", "--log-level", "WARNING", *args],
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline() for _ in range(6)]
+            if not all(lines):
+                proc.wait(10)
+                stderr.seek(0)
+                pytest.fail(f"moldau serve ended (exit {proc.returncode}): {stderr.read()}")
+            yield proc, lines
+        finally:
+            proc.kill()
+            proc.wait(10)
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of `count` consecutive ports free on loopback now (a fixed port that
+    `--brokers N` counts up from must have its successors free too)."""
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port: int = first.getsockname()[1]
+            others = [socket.socket() for _ in range(count - 1)]
+            try:
+                for i, s in enumerate(others, 1):
+                    s.bind(("127.0.0.1", port + i))
+                return port
+            except OSError:
+                continue
+            finally:
+                for s in others:
+                    s.close()
+    raise RuntimeError(f"no {count} consecutive free ports on 127.0.0.1")
 
 
 def test_sigterm_shuts_down_cleanly_and_leaves_the_clean_shutdown_marker(tmp_path: Path) -> None:
@@ -215,9 +243,7 @@ def test_brokers_2_with_two_listeners_serve_a_client_on_broker_2s_second_listene
     from moldau.testing.certs import Certificates
 
     certs = Certificates.create(tmp_path / "certs")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        ssl_port = s.getsockname()[1]
+    ssl_port = consecutive_free_ports(2)
     overrides = certs.broker_properties() | {
         "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"
     }
