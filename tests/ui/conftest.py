@@ -29,6 +29,8 @@ def ui_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProces
         b.start()
         assert wait_for(lambda: b.console_url, timeout=10), "the console did not start"
         yield b
+        # SIGTERM stops the console with the broker, cleanly.
+        assert b.stop() == 0
     finally:
         b.kill()
 
