@@ -59,18 +59,14 @@ class ConsoleProcess:
         self.proc.stdout.close()
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait; returns the exit code."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
+        """SIGTERM and wait; returns the exit code (kill -9 if it takes longer)."""
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        self._join_reader()
-        return code
+            try:
+                self.proc.wait(timeout)
+            finally:
+                self.kill()  # nothing left to do once it has exited
+        return self.proc.returncode if self.proc is not None else 0
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
