@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from moldau.testing.process import BrokerProcess
@@ -122,6 +123,98 @@ def test_a_broker_whose_session_expires_registers_again_and_keeps_serving(
             assert offsets == list(range(10))
             got = await asyncio.to_thread(confluent_consume, bootstrap, topic_name, 10)
             assert [g[3] for g in got] == [r[1] for r in records]
+        finally:
+            await server.shutdown()
+
+    asyncio.run(asyncio.wait_for(body(), 90))
+
+
+def test_a_zookeeper_pause_within_the_session_changes_nothing_and_an_expiry_renews(
+    tmp_path: Path, zookeeper: ZooKeeperServer, zk_connect: str
+) -> None:
+    """ZooKeeper paused until the broker's client has dropped the connection, then
+    resumed within the session timeout: the session resumes and, as with Kafka's
+    ZooKeeperClient (Disconnected, then SyncConnected), nothing is redone: no
+    session event, the same registration (broker epoch) and controller epoch, and a
+    watch set before the pause is not fired by it but by the next change. Then the
+    session is expired: EXPIRED and RENEWED, the watch hears SESSION_EXPIRED, and
+    the broker registers again (a new broker epoch) and is elected again."""
+    from moldau.config.broker import BrokerConfig
+    from moldau.metadata.store import EventType, SessionState, WatchedEvent
+    from moldau.server.zookeeper_mode import ZooKeeperModeServer
+    from moldau.testing.zookeeper import expire_session
+
+    config = BrokerConfig(
+        {
+            "broker.id": "1",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path / "data"),
+            "zookeeper.connect": zk_connect,
+            # kazoo drops a connection whose ping is unanswered for 2/3 of it: the
+            # pause ends with a third of the session to spare.
+            "zookeeper.session.timeout.ms": "3000",
+        }
+    )
+
+    async def until(condition: Callable[[], Awaitable[bool] | bool], timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while True:
+                met = condition()
+                if met if isinstance(met, bool) else await met:
+                    return
+                await asyncio.sleep(0.02)
+
+    async def body() -> None:
+        server = ZooKeeperModeServer(config)
+        await server.start()
+        store = server.store
+        heard: list[SessionState] = []
+        store.add_session_listener(heard.append)
+        fired: list[WatchedEvent] = []
+        try:
+            broker = server.brokers[0]
+            await until(lambda: broker.controller.is_active, 30)
+            epoch, session = broker.epoch, store.session_id
+            controller_epoch, _ = await store.get("/controller_epoch")
+            # A node of the test's own, so that only its watch hears of the changes.
+            await store.create("/watched")
+            await store.get_children("/watched", fired.append)
+
+            zookeeper.pause()
+            try:
+                await until(lambda: not store.connected, 10)
+            finally:
+                zookeeper.resume()
+            await until(lambda: store.connected, 10)
+            # The watch is set again on the resumed session: a change fires it once.
+            await store.create("/watched/after-the-pause")
+            await until(lambda: bool(fired), 10)
+            assert fired == [WatchedEvent(EventType.CHILD, "/watched")]
+            assert store.session_id == session
+            assert heard == []
+            assert broker.epoch == epoch
+            assert (await store.get("/controller_epoch"))[0] == controller_epoch
+
+            fired.clear()
+            await store.get_children("/watched", fired.append)
+            credentials = store.credentials
+            assert credentials is not None
+            await asyncio.to_thread(expire_session, zookeeper.connect, credentials)
+            await until(lambda: heard == [SessionState.EXPIRED, SessionState.RENEWED], 30)
+            assert fired == [WatchedEvent(EventType.SESSION_EXPIRED, "/watched")]
+
+            async def registered_again_and_elected() -> bool:
+                stat = await store.exists("/brokers/ids/1")
+                epoch_now, _ = await store.get("/controller_epoch")
+                return (
+                    stat is not None
+                    and stat.ephemeral_owner not in (0, session)
+                    and broker.epoch == stat.czxid != epoch
+                    and int(epoch_now) > int(controller_epoch)
+                    and broker.controller.is_active
+                )
+
+            await until(registered_again_and_elected, 30)
         finally:
             await server.shutdown()
 

@@ -13,6 +13,7 @@ import pytest
 
 from moldau.metadata.embedded import EmbeddedTree
 from moldau.metadata.store import (
+    EventType,
     NodeExistsError,
 )
 
@@ -281,3 +282,24 @@ def test_a_fired_watch_is_not_kept_and_one_watch_fires_once() -> None:
         assert gone() is None
 
     asyncio.run(run())
+
+
+def test_a_watch_set_again_after_a_disconnection_fires_as_zookeepers_set_watches() -> None:
+    """What kazoo's forgotten watches fire when set again on the resumed session,
+    against the last zxid the client had seen (ZooKeeper's SetWatches rule)."""
+    from kazoo.protocol.states import ZnodeStat
+
+    from moldau.metadata.zookeeper import rearmed_event
+
+    def stat(mzxid: int, pzxid: int) -> ZnodeStat:
+        return ZnodeStat(1, mzxid, 0, 0, 0, 0, 0, 0, 0, 0, pzxid)
+
+    seen = 10
+    assert rearmed_event("data", stat(9, 99), seen) is None
+    assert rearmed_event("data", stat(11, 0), seen) == EventType.CHANGED
+    assert rearmed_event("data", None, seen) == EventType.DELETED
+    assert rearmed_event("exist", None, seen) is None
+    assert rearmed_event("exist", stat(11, 11), seen) == EventType.CREATED
+    assert rearmed_event("child", stat(99, 10), seen) is None
+    assert rearmed_event("child", stat(0, 12), seen) == EventType.CHILD
+    assert rearmed_event("child", None, seen) == EventType.DELETED

@@ -4,11 +4,19 @@ kazoo is synchronous and runs its own connection thread. Each operation runs on 
 worker thread and is retried through a connection loss and through a session
 expiry (then on the new session), as Kafka's ZooKeeperClient holds requests until
 it is connected again. A retried create may find the node it made before the
-connection dropped (NodeExistsError), as in Kafka. When the connection drops or the
-session expires, every pending watcher gets SESSION_EXPIRED: the ephemeral nodes and
-watches of an expired session are gone and its owner must register them again; the
-session listeners hear EXPIRED, then RENEWED once a new session is connected, before
-any answer given on it. Watch and state callbacks arrive on kazoo's threads and are
+connection dropped (NodeExistsError), as in Kafka.
+
+A dropped connection is not an expiry. ZooKeeper keeps the session, its ephemeral
+nodes and its watches until the session timeout; Kafka's ZooKeeperClient does
+nothing on Disconnected and the Java client sets its watches again on reconnection.
+kazoo instead forgets every watch when the connection drops (it does not send
+SetWatches): the watches it hands back are held and set again once the same session
+is connected, and a watcher whose node changed meanwhile hears it then, decided as
+ZooKeeper decides SetWatches from the last zxid seen (`rearmed_event`). Only when
+the session expires does every pending watcher get SESSION_EXPIRED (its ephemeral
+nodes and watches are gone and its owner must register them again) and the session
+listeners hear EXPIRED, then RENEWED once a new session is connected, before any
+answer given on it. Watch and state callbacks arrive on kazoo's threads and are
 handed to the event loop, so watchers and listeners run there, as with the embedded
 backend.
 
@@ -24,12 +32,12 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType as KazooEventType
-from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.protocol.states import KazooState, KeeperState, ZnodeStat
 from kazoo.protocol.states import WatchedEvent as KazooWatchedEvent
 from kazoo.retry import KazooRetry
 
@@ -55,6 +63,7 @@ from moldau.metadata.store import (
     Watcher,
     validate_path,
 )
+from moldau.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +97,27 @@ def _translate(e: Exception) -> Exception:
     if isinstance(e, kz.KazooException):
         return StoreError(f"{type(e).__name__}: {e}")
     return e
+
+
+# A watch as ZooKeeper tells them apart when it sets them again (SetWatches): a data
+# watch (get, or exists of a node that exists), an exist watch (exists of a node
+# that does not) and a child watch.
+WatchKind = Literal["data", "exist", "child"]
+# (the kazoo watch family, "data" or "child"; path; our watcher)
+WatchKey = tuple[str, str, Watcher]
+
+
+def rearmed_event(kind: WatchKind, now: ZnodeStat | None, last_zxid: int) -> EventType | None:
+    """What a watch set again after a disconnection fires at once, given the node's
+    stat now (None: no node) and the last zxid the client had seen: ZooKeeper's rule
+    for SetWatches (DataTree.setWatches). None: nothing changed, the watch is set."""
+    if kind == "exist":
+        return None if now is None else EventType.CREATED
+    if now is None:
+        return EventType.DELETED
+    if kind == "data":
+        return EventType.CHANGED if now.mzxid > last_zxid else None
+    return EventType.CHILD if now.pzxid > last_zxid else None
 
 
 def _stat(s: ZnodeStat) -> Stat:
@@ -129,7 +159,7 @@ class ZooKeeperStore(MetadataStore):
         self._loop: asyncio.AbstractEventLoop | None = None
         # One kazoo callback per (kind, path, watcher), so that registering the same
         # watcher twice on a path fires it once, as ZooKeeper does.
-        self._wrappers: dict[tuple[str, str, Watcher], Callable[[KazooWatchedEvent], None]] = {}
+        self._wrappers: dict[WatchKey, Callable[[KazooWatchedEvent], None]] = {}
         self._retry = request_retry()
         # kazoo calls block (and retry for as long as ZooKeeper is away): they get
         # threads of their own, so they neither starve the event loop's default
@@ -138,11 +168,25 @@ class ZooKeeperStore(MetadataStore):
         self._session_listeners: list[SessionListener] = []
         # Set by kazoo's connection thread when the session is lost, until a new one.
         self._session_lost = False
+        # What each pending watch is, for setting it again after a disconnection.
+        self._kinds: dict[WatchKey, WatchKind] = {}
+        # On the loop: whether the connection is down, the watches kazoo gave back
+        # when it dropped, and the last zxid seen before it did.
+        self._disconnected = False
+        self._held: dict[WatchKey, WatchKind] = {}
+        self._last_zxid = 0
+        self._tasks = TaskOwner("zookeeper-watches")
 
     @property
     def session_id(self) -> int:
         credentials = self.credentials
         return 0 if credentials is None else credentials[0]
+
+    @property
+    def connected(self) -> bool:
+        """Whether the client is connected now: False from a dropped connection until
+        it is connected again, on the same session or a new one."""
+        return self._zk is not None and self._zk.connected
 
     @property
     def credentials(self) -> tuple[int, bytes] | None:
@@ -183,6 +227,7 @@ class ZooKeeperStore(MetadataStore):
             raise StoreError(f"cannot reach ZooKeeper at {self._hosts}: {e}") from e
 
     async def close(self) -> None:
+        await self._tasks.close()
         if self._zk is not None:
             zk, self._zk = self._zk, None
             await _close_apart(zk)
@@ -200,10 +245,72 @@ class ZooKeeperStore(MetadataStore):
             return  # closing
         if state == KazooState.LOST:
             self._session_lost = True
-            loop.call_soon_threadsafe(self._tell, SessionState.EXPIRED)
+            loop.call_soon_threadsafe(self._on_expired)
+        elif state == KazooState.SUSPENDED:
+            # Before kazoo hands the watches back: the loop hears this first.
+            loop.call_soon_threadsafe(self._on_disconnected, self._zk.last_zxid)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             loop.call_soon_threadsafe(self._tell, SessionState.RENEWED)
+        elif state == KazooState.CONNECTED:
+            loop.call_soon_threadsafe(self._on_reconnected)
+
+    def _on_disconnected(self, last_zxid: int) -> None:
+        log.info("ZooKeeper connection lost; the session may resume")
+        self._disconnected = True
+        self._last_zxid = last_zxid
+
+    def _on_reconnected(self) -> None:
+        """The same session is connected again: nothing to redo (Kafka's
+        ZooKeeperClient does nothing on SyncConnected) but set the held watches."""
+        self._disconnected = False
+        held, self._held = self._held, {}
+        if held and self._zk is not None:
+            log.info("ZooKeeper session resumed; setting %d watches again", len(held))
+            self._tasks.spawn(self._rearm(held, self._last_zxid), "rearm")
+
+    def _on_expired(self) -> None:
+        self._disconnected = False
+        self._tell(SessionState.EXPIRED)
+        held, self._held = self._held, {}
+        for key in held:
+            self._deliver(key, WatchedEvent(EventType.SESSION_EXPIRED, key[1]))
+
+    def _hold(self, key: WatchKey) -> None:
+        """kazoo gave a watch back as the connection dropped."""
+        kind = self._kinds.pop(key, "child" if key[0] == "child" else "data")
+        if self._disconnected:
+            self._held[key] = kind
+        elif self._zk is not None:  # already connected again
+            self._tasks.spawn(self._rearm({key: kind}, self._last_zxid), "rearm")
+
+    async def _rearm(self, held: dict[WatchKey, WatchKind], last_zxid: int) -> None:
+        for key, kind in held.items():
+            family, path, watcher = key
+            wrapper = self._wrap(family, path, watcher)
+            try:
+                if kind == "child":
+                    try:
+                        _, now = await self._call(
+                            self._client.get_children, path, watch=wrapper, include_data=True
+                        )
+                    except NoNodeError:
+                        now = None  # no watch is set on a missing node's children
+                else:
+                    now = await self._call(self._client.exists, path, watch=wrapper)
+            except StoreError:
+                # The session went while setting it again (or the store closed).
+                self._deliver(key, WatchedEvent(EventType.SESSION_EXPIRED, path))
+                continue
+            event = rearmed_event(kind, now, last_zxid)
+            if event is None:
+                self._armed(key, "child" if kind == "child" else "data" if now else "exist")
+            elif kind == "child" and now is None:
+                self._deliver(key, WatchedEvent(event, path))
+            else:
+                # The read set a watch with this wrapper: kept, so that the watcher,
+                # setting its watch again, shares it rather than adding a second.
+                watcher(WatchedEvent(event, path))
 
     def _tell(self, state: SessionState) -> None:
         if self._zk is None:
@@ -228,6 +335,10 @@ class ZooKeeperStore(MetadataStore):
         except Exception as e:
             raise _translate(e) from e
 
+    def _armed(self, key: WatchKey, kind: WatchKind) -> None:
+        if key in self._wrappers:  # else it fired already
+            self._kinds[key] = kind
+
     def _wrap(self, kind: str, path: str, watch: Watcher | None) -> Any:
         if watch is None:
             return None
@@ -239,6 +350,10 @@ class ZooKeeperStore(MetadataStore):
 
             def fire(event: KazooWatchedEvent) -> None:  # on kazoo's thread
                 ours = _EVENTS.get(event.type)
+                if ours is None and event.state == KeeperState.CONNECTING:
+                    # kazoo forgets its watches when the connection drops.
+                    loop.call_soon_threadsafe(self._hold, key)
+                    return
                 if ours is None:  # kazoo's reset of every watch when the session is lost
                     ours = EventType.SESSION_EXPIRED
                 loop.call_soon_threadsafe(self._deliver, key, WatchedEvent(ours, path))
@@ -246,8 +361,9 @@ class ZooKeeperStore(MetadataStore):
             wrapper = self._wrappers[key] = fire
         return wrapper
 
-    def _deliver(self, key: tuple[str, str, Watcher], event: WatchedEvent) -> None:
+    def _deliver(self, key: WatchKey, event: WatchedEvent) -> None:
         self._wrappers.pop(key, None)
+        self._kinds.pop(key, None)
         key[2](event)
 
     # -- operations ----------------------------------------------------------------------
@@ -274,6 +390,8 @@ class ZooKeeperStore(MetadataStore):
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
         data, stat = await self._call(self._client.get, path, watch=self._wrap("data", path, watch))
+        if watch is not None:
+            self._armed(("data", path, watch), "data")
         return data, _stat(stat)
 
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
@@ -307,12 +425,16 @@ class ZooKeeperStore(MetadataStore):
 
     async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
         stat = await self._call(self._client.exists, path, watch=self._wrap("data", path, watch))
+        if watch is not None:
+            self._armed(("data", path, watch), "exist" if stat is None else "data")
         return None if stat is None else _stat(stat)
 
     async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         children: list[str] = await self._call(
             self._client.get_children, path, watch=self._wrap("child", path, watch)
         )
+        if watch is not None:
+            self._armed(("child", path, watch), "child")
         return sorted(children)
 
     async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
