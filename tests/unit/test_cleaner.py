@@ -433,3 +433,35 @@ def test_repeated_passes_hold_a_bounded_number_of_files_open(
             open_files += 1
     assert open_files < 400, f"{open_files} files of the log held open"  # was 1,449
     log.close()
+
+
+def test_a_segment_deleted_under_a_cleaner_pass_is_never_read_through_a_reused_descriptor(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Retention deletes the first segment (its files closed at once with
+    file.delete.delay.ms 0) while a pass is stopped at one of its yields, and the
+    freed descriptor numbers go to pipes, as they would to new connections or
+    segments: the pass must not read the segment through its old number (a pread of
+    a pipe is an OSError, which takes the log directory offline; a file opened since
+    would hand it another file's bytes). It gives up (the log changed) and the log
+    is intact."""
+    log = compacted_log(tmp_path, clock)
+    for i in range(450):  # more than one step of batches: the pass yields
+        write(log, clock, b"k%d" % (i % 4), b"v%d" % i)
+    steps = clean(log, 0, log.log_end_offset, clock.milliseconds())
+    next(steps)
+    first, second = log.segments[0], log.segments[1]
+    log.maybe_increment_log_start_offset(second.base_offset)
+    assert log.delete_old_segments(log.log_end_offset) == 1
+    log.delete_expired_files(clock.milliseconds())
+    assert first.closed
+    pipes = [os.pipe() for _ in range(8)]
+    try:
+        assert run(steps) is None
+    finally:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+    assert contents(log)[0][0] == second.base_offset
+    assert len(contents(log)) == 450 - second.base_offset
+    assert not list(tmp_path.glob("*.cleaned"))  # the half-written segment went too

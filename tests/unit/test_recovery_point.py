@@ -120,7 +120,7 @@ def test_a_truncation_during_a_flush_neither_fails_the_disk_nor_claims_what_it_c
     append(log, 9, b"old")
     assert len(log.segments) == 3
     # The flush waits in the fsync of the second segment, which the cut removes.
-    fsync = BlockingFsync(log.segments[1]._fd)
+    fsync = BlockingFsync(log.segments[1]._held().fd)
     monkeypatch.setattr(moldau.storage.segment, "os", fsync)
     with ThreadPoolExecutor(1) as pool:
         flush = pool.submit(log.flush)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from moldau.protocol.records import BatchHeader, empty_batch, iter_records, rebuild_batch
 from moldau.storage.log import Log
-from moldau.storage.segment import LogSegment
+from moldau.storage.segment import LogSegment, SegmentClosedError
 from moldau.storage.txn_index import AbortedTxn
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
@@ -95,7 +95,17 @@ def clean(
     log: Log, first_dirty: int, last_stable_offset: int, now_ms: int
 ) -> Generator[None, None, CleanResult | None]:
     """One compaction pass below `last_stable_offset`; returns None when there is
-    nothing to clean."""
+    nothing to clean, or when a segment it reads was deleted between its steps (by
+    retention, a truncation or a topic deletion: the next pass sees the new log)."""
+    try:
+        return (yield from _clean(log, first_dirty, last_stable_offset, now_ms))
+    except SegmentClosedError:
+        return None
+
+
+def _clean(
+    log: Log, first_dirty: int, last_stable_offset: int, now_ms: int
+) -> Generator[None, None, CleanResult | None]:
     end = first_uncleanable_offset(log, last_stable_offset, now_ms)
     first_dirty = max(first_dirty, log.log_start_offset)
     if first_dirty >= end:
@@ -129,42 +139,50 @@ def clean(
     for group in group_segments_by_size(segments, log.config.segment_bytes, max_index_bytes, end):
         cleaned = log.new_cleaned_segment(group[0].base_offset)
         changed = len(group) > 1
-        for seg in group:
-            drop_tombstones = seg.last_modified_ms() < horizon
-            for txn in seg.txn_index.all_aborted_txns():
-                cleaned.update_txn_index(txn)
-            for position in seg.batches_from(0):
-                batch = memoryview(seg.read_bytes(position.position, position.size))
-                header = BatchHeader.parse(batch)
-                records = list(iter_records(batch))
-                if header.is_control:
-                    keep = records
-                elif aborted.holds(header):
-                    keep = []
-                else:
-                    keep = [
-                        r
-                        for r in records
-                        if (r.key is None or latest.get(r.key, -1) <= r.offset)
-                        and not (drop_tombstones and r.value is None)
-                    ]
-                removed += len(records) - len(keep)
-                changed = changed or len(keep) < len(records)
-                data: bytes | None = None
-                if keep:
-                    data = bytes(batch) if len(keep) == len(records) else rebuild_batch(batch, keep)
-                elif header.last_offset + 1 == end or _is_last_of_producer(
-                    header, last_of_producer
-                ):
-                    data = empty_batch(header)
-                if data is not None:
-                    cleaned.append(
-                        header.last_offset, header.max_timestamp, header.last_offset,
-                        [data], len(data),
-                    )  # fmt: skip
-                count += 1
-                if count % _STEP == 0:
-                    yield
+        try:
+            for seg in group:
+                drop_tombstones = seg.last_modified_ms() < horizon
+                for txn in seg.txn_index.all_aborted_txns():
+                    cleaned.update_txn_index(txn)
+                for position in seg.batches_from(0):
+                    batch = memoryview(seg.read_bytes(position.position, position.size))
+                    header = BatchHeader.parse(batch)
+                    records = list(iter_records(batch))
+                    if header.is_control:
+                        keep = records
+                    elif aborted.holds(header):
+                        keep = []
+                    else:
+                        keep = [
+                            r
+                            for r in records
+                            if (r.key is None or latest.get(r.key, -1) <= r.offset)
+                            and not (drop_tombstones and r.value is None)
+                        ]
+                    removed += len(records) - len(keep)
+                    changed = changed or len(keep) < len(records)
+                    data: bytes | None = None
+                    if keep:
+                        data = (
+                            bytes(batch)
+                            if len(keep) == len(records)
+                            else rebuild_batch(batch, keep)
+                        )
+                    elif header.last_offset + 1 == end or _is_last_of_producer(
+                        header, last_of_producer
+                    ):
+                        data = empty_batch(header)
+                    if data is not None:
+                        cleaned.append(
+                            header.last_offset, header.max_timestamp, header.last_offset,
+                            [data], len(data),
+                        )  # fmt: skip
+                    count += 1
+                    if count % _STEP == 0:
+                        yield
+        except SegmentClosedError:
+            cleaned.delete_files()  # a segment of the group went: no swap
+            raise
         before += sum(seg.size for seg in group)
         if not changed:
             cleaned.delete_files()  # the same bytes again: no swap, no files to retire

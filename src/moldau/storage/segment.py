@@ -45,6 +45,11 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+class SegmentClosedError(Exception):
+    """A segment's files were closed (it was deleted, or its log closed) before a
+    read of it began: not an I/O error of its directory."""
+
+
 class SegmentFile:
     """A segment's open `.log` file, held by its segment and by every FileRecords
     sliced from it: the descriptor is closed when the last of them lets go (CPython
@@ -129,10 +134,12 @@ class LogSegment:
         self.base_offset = base_offset
         self.directory = directory
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        # Closes the descriptor once neither this segment nor a slice holds it.
-        self._file: SegmentFile | None = SegmentFile(self._fd)
-        self.size = os.fstat(self._fd).st_size
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Closes the descriptor once neither this segment nor a slice holds it. No
+        # bare descriptor number is kept: every use goes through the SegmentFile,
+        # held for as long as it is used (see `_held`).
+        self._file: SegmentFile | None = SegmentFile(fd)
+        self.size = os.fstat(fd).st_size
         self.offset_index = OffsetIndex(
             directory / segment_file_name(base_offset, INDEX_SUFFIX + file_suffix),
             base_offset,
@@ -165,6 +172,18 @@ class LogSegment:
         self._offset_of_max_timestamp = -1
         self.closed = False
 
+    def _held(self) -> SegmentFile:
+        """The open `.log` file, for a caller to hold while it uses the descriptor: a
+        reader stepped between other work (the cleaner, between its yields) may find
+        the segment closed meanwhile (deleted by retention, truncation or a swap),
+        and its number may since name another file or a socket. Holding the
+        SegmentFile keeps the number ours (Kafka's FileChannel, never reused); a
+        segment closed before the read starts is SegmentClosedError."""
+        file = self._file
+        if file is None:
+            raise SegmentClosedError(f"segment {self.log_path} is closed")
+        return file
+
     # -- timestamps ----------------------------------------------------------------------
 
     def _load_max_timestamp(self) -> None:
@@ -192,7 +211,7 @@ class LogSegment:
         return self.last_modified_ms()
 
     def last_modified_ms(self) -> int:
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.fstat(self._held().fd).st_mtime_ns // 1_000_000
 
     # -- append --------------------------------------------------------------------------
 
@@ -206,7 +225,7 @@ class LogSegment:
     ) -> int:
         """Write one batch (given as parts, not joined) at the end; return its position."""
         position = self.size
-        _write_all(self._fd, parts, size)
+        _write_all(self._held().fd, parts, size)
         self.size += size
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = largest_timestamp
@@ -235,8 +254,9 @@ class LogSegment:
         self._max_ts_loaded = mark.max_ts_loaded
         self.rolling_based_timestamp = mark.rolling_based_timestamp
         try:
-            if os.fstat(self._fd).st_size != mark.size:
-                os.ftruncate(self._fd, mark.size)
+            fd = self._held().fd
+            if os.fstat(fd).st_size != mark.size:
+                os.ftruncate(fd, mark.size)
         finally:
             self.offset_index.truncate_to(first_offset)
             self.time_index.truncate_to(first_offset)
@@ -270,6 +290,7 @@ class LogSegment:
 
     def batches_from(self, position: int, end: int | None = None) -> Iterator[BatchPosition]:
         """Walk batch headers from `position` (a batch boundary) to `end`."""
+        file = self._held()  # for the whole walk, which may be paused
         limit = self.size if end is None else min(end, self.size)
         pos = position
         chunk = b""
@@ -277,7 +298,7 @@ class LogSegment:
         while pos + LOG_OVERHEAD <= limit:
             rel = pos - chunk_pos
             if rel + _OFFSETS_PREFIX > len(chunk):
-                chunk = os.pread(self._fd, _SCAN_CHUNK, pos)
+                chunk = os.pread(file.fd, _SCAN_CHUNK, pos)
                 chunk_pos = pos
                 rel = 0
                 if len(chunk) < _OFFSETS_PREFIX:
@@ -299,13 +320,14 @@ class LogSegment:
     def positioned_headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch from `position` (a batch boundary) to
         the end."""
+        file = self._held()  # for the whole walk, which may be paused
         pos = position
         chunk = b""
         chunk_pos = pos
         while pos + HEADER_SIZE <= self.size:
             rel = pos - chunk_pos
             if rel + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, _SCAN_CHUNK, pos)
+                chunk = os.pread(file.fd, _SCAN_CHUNK, pos)
                 chunk_pos, rel = pos, 0
                 if len(chunk) < HEADER_SIZE:
                     return
@@ -333,7 +355,7 @@ class LogSegment:
         return last_end
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return _pread_all(self._fd, position, size)
+        return _pread_all(self._held().fd, position, size)
 
     def slice(self, position: int, size: int) -> FileRecords:
         """Bytes to send later: the slice keeps the file open until it is gone."""
@@ -402,25 +424,26 @@ class LogSegment:
             valid = position + header.size
         cut = self.size - valid
         if cut:
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(self._held().fd, valid)
             self.size = valid
         return cut
 
     def _read_batches_for_recovery(self) -> Iterator[tuple[int, memoryview]]:
+        file = self._held()
         pos = 0
         buf = b""
         buf_pos = 0
         while pos + LOG_OVERHEAD <= self.size:
             rel = pos - buf_pos
             if rel + LOG_OVERHEAD > len(buf):
-                buf = os.pread(self._fd, _RECOVER_CHUNK, pos)
+                buf = os.pread(file.fd, _RECOVER_CHUNK, pos)
                 buf_pos, rel = pos, 0
             length = int.from_bytes(buf[rel + 8 : rel + 12], "big", signed=True)
             size = LOG_OVERHEAD + length
             if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > self.size:
                 return
             if rel + size > len(buf):
-                buf = os.pread(self._fd, max(size, _RECOVER_CHUNK), pos)
+                buf = os.pread(file.fd, max(size, _RECOVER_CHUNK), pos)
                 buf_pos, rel = pos, 0
                 if len(buf) < size:
                     return
@@ -437,7 +460,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self._held().fd, position)
         self.size = position
         # Recompute what was derived from the removed batches.
         self._max_timestamp = -1
