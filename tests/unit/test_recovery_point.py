@@ -213,3 +213,50 @@ def test_a_clean_shutdown_trusts_syncfs_only_where_it_reports_errors(
     manager.shutdown()
     assert synced == ([tmp_path.resolve()] if syncfs else [])
     assert OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT).read() == {TP: 6}
+
+
+def test_a_truncation_writes_the_leader_epochs_off_the_loop_before_the_recovery_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower's truncation runs on the event loop: it must not fsync the
+    leader-epoch checkpoint there (a slow disk would stall every client). It
+    changes the epochs in memory; the checkpoint the fetcher writes on a worker
+    thread before it appends past the cut writes the file, then the recovery
+    points."""
+    from moldau.storage.leader_epoch import CHECKPOINT_NAME
+
+    manager = LogManager([tmp_path], FakeClock(TS), 1)
+    log = manager.get_or_create_log(TP, CONFIG)
+    for epoch in (1, 2):  # epoch 1 from offset 0, epoch 2 from offset 9
+        for _ in range(3):
+            b = bytearray(batch(log.log_end_offset, b"e%d" % epoch))
+            b[12:16] = epoch.to_bytes(4, "big")  # partitionLeaderEpoch, outside the CRC
+            log.append_as_follower(memoryview(bytes(b)))
+    log.flush()
+    epochs_file = checkpoint.LeaderEpochCheckpointFile(log.dir / CHECKPOINT_NAME)
+    assert epochs_file.read() == [(1, 0), (2, 9)]
+
+    written: list[tuple[str, str]] = []
+
+    class RecordingOs:
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def replace(self, src: str | Path, dst: str | Path) -> None:
+            written.append((Path(dst).name, threading.current_thread().name))
+            os.replace(src, dst)
+
+        def fsync(self, fd: int) -> None:
+            written.append(("fsync", threading.current_thread().name))
+            os.fsync(fd)
+
+    monkeypatch.setattr(checkpoint, "os", RecordingOs())
+    assert log.truncate_to(9)
+    assert log.leader_epoch_cache.entries == [(1, 0)]
+    assert written == []  # nothing written, let alone fsynced, on the loop's thread
+    with ThreadPoolExecutor(1, thread_name_prefix="checkpoint") as pool:
+        pool.submit(manager.write_checkpoints, manager.checkpoint_snapshot()).result()
+    assert epochs_file.read() == [(1, 0)]
+    renamed = [name for name, _ in written if name != "fsync"]
+    assert renamed.index(CHECKPOINT_NAME) < renamed.index(RECOVERY_POINT_CHECKPOINT)
+    assert all(thread.startswith("checkpoint") for _, thread in written)

@@ -269,8 +269,10 @@ class ReplicaFetcher:
         """A cut log's recovery point went down with its log end: on disk it must too
         before records are appended past the cut again, or a crash would trust the
         unflushed ones below the old recovery point unchecked (Kafka's
-        LogManager.truncateTo checkpoints for the same reason). One checkpoint for
-        every log cut in a round, written on a worker thread."""
+        LogManager.truncateTo checkpoints for the same reason). So must the cut
+        log's leader-epoch checkpoint, written first, or a crash would find it
+        naming an epoch at offsets another leader's records have taken. One
+        checkpoint for every log cut in a round, written on a worker thread."""
         snapshot = self.log_manager.checkpoint_snapshot()
         await asyncio.to_thread(self.log_manager.write_checkpoints, snapshot)
         self._checkpoint_due = False

@@ -8,7 +8,18 @@ partitions is 10,000 elections). Nothing is lost by waiting: the recovery point
 only moves with a flush, which writes the file first, and recovery after a crash
 takes the epochs of the batches past the recovery point from their headers. An
 epoch that no batch carries yet may be forgotten by a crash; it has no records
-that a follower could need to truncate."""
+that a follower could need to truncate.
+
+A truncation (from the end by a follower, from the start as the log start moves)
+changes the entries in memory too, and is written off the event loop, never with an
+fsync on it (Kafka's truncateFromEndAsyncFlush). What keeps that safe is an order
+kept by the callers: the replica fetcher writes the truncated checkpoint on a
+worker thread (`LogManager.write_checkpoints`, with the lowered recovery point)
+before it appends anything past the cut, so a crash never finds the file naming an
+epoch at offsets the log has since been given by another leader. A crash before
+that write finds a log that ends at the cut, and loading drops the entries past the
+log end (as Kafka's LogLoader); one at the log start is dropped by the next
+truncation from the start."""
 
 from __future__ import annotations
 
@@ -29,10 +40,15 @@ class LeaderEpochCache:
         if exists:
             with contextlib.suppress(ValueError):  # unreadable: start again empty
                 self._entries = self._file.read()
-        # Entries assigned and not yet written. A flush writes them from a worker
-        # thread: the lock keeps each write whole and the newest one last.
+        # Entries assigned or truncated and not yet written (`_truncated`: by a
+        # truncation, which the next checkpoint writes). `_lock` guards the entries
+        # and flags and is never held across I/O, so the event loop never waits for
+        # a write; `_write_lock` keeps writes whole and in order, each of the entries
+        # as they were when it began, so the newest is written last.
         self._dirty = False
+        self._truncated = False
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -53,21 +69,35 @@ class LeaderEpochCache:
             self._entries = [*kept, (epoch, start_offset)]
             self._dirty = True
 
+    @property
+    def truncation_pending(self) -> bool:
+        """A truncation changed the entries since the file was last written."""
+        return self._truncated
+
     def flush(self, sync: bool = True) -> None:
-        """Write what `assign` recorded; without `sync` not forced to disk (the
-        caller syncs the file system). From the log's flush or close; any thread."""
-        with self._lock:
-            if self._dirty:
-                self._file.write(self._entries, sync)
-                self._dirty = False
+        """Write what `assign` and the truncations recorded; without `sync` not
+        forced to disk (the caller syncs the file system). From the log's flush or
+        close, or a checkpoint after a truncation; any thread but the event loop's."""
+        with self._write_lock:
+            with self._lock:
+                if not self._dirty:
+                    return
+                entries = list(self._entries)
+                truncated, self._dirty, self._truncated = self._truncated, False, False
+            try:
+                self._file.write(entries, sync)
+            except BaseException:
+                with self._lock:  # still to be written
+                    self._dirty = True
+                    self._truncated = self._truncated or truncated
+                raise
 
     def _replace(self, entries: list[tuple[int, int]]) -> None:
-        """The file first: if writing it fails, memory still matches what is on disk."""
+        """A truncation: in memory, written by the next checkpoint or flush."""
         with self._lock:
-            if entries != self._entries or self._dirty:
-                self._file.write(entries)
+            if entries != self._entries:
                 self._entries = entries
-                self._dirty = False
+                self._dirty = self._truncated = True
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch of the leader that appended `offset` (-1 if unknown)."""

@@ -370,6 +370,15 @@ class Log:
             write_topic_id(self.dir, topic_id)
         self.topic_id_written = True
 
+    def write_leader_epochs(self) -> None:
+        """Write the leader-epoch checkpoint if it changed (from a worker thread:
+        it fsyncs). Not once the log is closed: its directory may be going."""
+        with self._flush_lock:
+            if self.closed:
+                return
+            with self._io("leader epoch checkpoint of"):
+                self.leader_epoch_cache.flush()
+
     @contextlib.contextmanager
     def _io(self, action: str) -> Iterator[None]:
         """Storage I/O of this log: refused while its directory is offline, and an

@@ -45,9 +45,9 @@ from moldau.storage.producer_state import PRODUCER_ID_EXPIRATION_MS
 log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
-# log dir -> (recovery points, log start offsets, cleaner offsets, logs whose topic id
-# is not on disk yet)
-DirCheckpoints = dict[Path, tuple[Offsets, Offsets, Offsets, list[Log]]]
+# Per directory: recovery points, log starts, cleaner offsets, logs whose topic id
+# is to be written, logs whose leader-epoch checkpoint a truncation changed.
+DirCheckpoints = dict[Path, tuple[Offsets, Offsets, Offsets, list[Log], list[Log]]]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -486,8 +486,9 @@ class LogManager:
 
     def checkpoint_snapshot(self) -> Snapshot[DirCheckpoints]:
         """Each online directory's recovery points, log start offsets and cleaner
-        offsets, as its checkpoint files will say, and its logs whose topic id is
-        still to be written (partition.metadata)."""
+        offsets, as its checkpoint files will say, its logs whose topic id is still
+        to be written (partition.metadata) and those whose leader-epoch checkpoint a
+        truncation changed (written here, off the event loop)."""
         by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.live_log_dirs}
         for tp, d in self._dir_of.items():
             if d in by_dir:
@@ -499,6 +500,11 @@ class LogManager:
                     {tp: self.logs[tp].log_start_offset for tp in tps},
                     {tp: c for tp in tps if (c := self.cleaner_checkpoints.get(tp)) is not None},
                     [lg for tp in tps if not (lg := self.logs[tp]).topic_id_written],
+                    [
+                        lg
+                        for tp in tps
+                        if (lg := self.logs[tp]).leader_epoch_cache.truncation_pending
+                    ],
                 )
                 for d, tps in by_dir.items()
             }
@@ -511,11 +517,16 @@ class LogManager:
         self._checkpoints.write(snapshot, self._write_checkpoints)
 
     def _write_checkpoints(self, by_dir: DirCheckpoints) -> None:
-        for d, (recovery, starts, cleaned, unwritten_ids) in by_dir.items():
+        for d, (recovery, starts, cleaned, unwritten_ids, truncated) in by_dir.items():
             for lg in unwritten_ids:
                 # Offline (logged there) or deleted meanwhile: nothing to write.
                 with contextlib.suppress(KafkaError):
                     lg.write_topic_id()
+            for lg in truncated:
+                # Before the recovery points: the fetcher appends past a cut only
+                # after both (see storage/leader_epoch.py).
+                with contextlib.suppress(KafkaError):
+                    lg.write_leader_epochs()
             self.io_or_offline(
                 d,
                 "writing checkpoints",
