@@ -465,3 +465,40 @@ def test_a_segment_deleted_under_a_cleaner_pass_is_never_read_through_a_reused_d
     assert contents(log)[0][0] == second.base_offset
     assert len(contents(log)) == 450 - second.base_offset
     assert not list(tmp_path.glob("*.cleaned"))  # the half-written segment went too
+
+
+@pytest.mark.parametrize(
+    ("codec", "topic_levels", "level"),
+    [
+        (Compression.LZ4, {}, 9),  # Kafka's default: lz4's fast mode, not the library's
+        (Compression.GZIP, {"compression.gzip.level": 1}, 1),
+        (Compression.ZSTD, {"compression.zstd.level": 10}, 10),
+    ],
+)
+def test_the_cleaner_rebuilds_a_batch_in_its_codec_at_the_topics_level_for_it(
+    tmp_path: Path, clock: FakeClock, codec: Compression, topic_levels: dict[str, int], level: int
+) -> None:
+    """A batch the cleaner removes records from is compressed again in its own codec
+    (as Kafka's MemoryRecords.filterTo), at the topic's compression.<codec>.level,
+    whose defaults are Kafka's (lz4 9, gzip -1, zstd 3), not the library's."""
+    from moldau.config.broker import BrokerConfig
+    from moldau.config.topic import log_config, resolve
+    from moldau.protocol.records import HEADER_SIZE, compress, decompress
+
+    overrides = {"cleanup.policy": "compact", **{k: str(v) for k, v in topic_levels.items()}}
+    config = log_config(resolve(overrides, BrokerConfig({})))
+    log = compacted_log(tmp_path, clock, segment_bytes=1 << 20, codec_levels=config.codec_levels)
+    text = b" the same words again and again, for the codec to find" * 4
+    for round_ in range(2):
+        keys = range(40) if round_ == 0 else range(0, 40, 2)  # half are superseded
+        records = [(b"k%d" % k, b"%d:%d %s" % (round_, k, text)) for k in keys]
+        log.append_as_leader(
+            memoryview(build_batch(records, timestamp=clock.milliseconds(), compression=codec)), 0
+        )
+    log.roll()
+    assert run(clean(log, 0, log.log_end_offset, clock.milliseconds())) is not None
+    first = next(iter(split_batches(bytes(log.read_batches(0, 40)[0]))))
+    header = BatchHeader.parse(first)
+    assert header.compression == codec and header.records_count == 20
+    payload = bytes(first[HEADER_SIZE:])
+    assert payload == compress(codec, decompress(codec, payload), level)

@@ -291,6 +291,10 @@ def log_config(values: Mapping[str, Any]) -> LogConfig:
         file_delete_delay_ms=values["file.delete.delay.ms"],
         compression=_CODECS[values["compression.type"]],
         compression_level=values.get(f"compression.{values['compression.type']}.level"),
+        codec_levels=tuple(
+            (codec, values[f"compression.{codec.name.lower()}.level"])
+            for codec in (Compression.GZIP, Compression.LZ4, Compression.ZSTD)
+        ),
         compact="compact" in policy,
         min_cleanable_dirty_ratio=values["min.cleanable.dirty.ratio"],
         delete_retention_ms=values["delete.retention.ms"],

@@ -529,10 +529,11 @@ def empty_batch(header: BatchHeader) -> bytes:
     return bytes(out)
 
 
-def rebuild_batch(batch: Buffer, keep: Sequence[Record]) -> bytes:
+def rebuild_batch(batch: Buffer, keep: Sequence[Record], level: int | None = None) -> bytes:
     """The batch with only `keep` of its records (as the log cleaner writes it): the
     header's offsets range, producer fields, codec and timestamp type stay; each
-    record keeps its offset and timestamp."""
+    record keeps its offset and timestamp. `level`: the codec's level (see
+    `compress`)."""
     h = BatchHeader.parse(batch)
     body = bytearray()
     for r in keep:
@@ -547,7 +548,7 @@ def rebuild_batch(batch: Buffer, keep: Sequence[Record]) -> bytes:
             rec += zigzag(len(hkb)) + hkb
             rec += zigzag(-1) if hv is None else zigzag(len(hv)) + hv
         body += zigzag(len(rec)) + rec
-    payload = compress(h.compression, bytes(body))
+    payload = compress(h.compression, bytes(body), level)
     out = bytearray(batch[:HEADER_SIZE])
     struct.pack_into(">i", out, OFFSET_LENGTH, HEADER_SIZE - LOG_OVERHEAD + len(payload))
     struct.pack_into(">i", out, 57, len(keep))

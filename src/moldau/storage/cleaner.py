@@ -166,7 +166,8 @@ def _clean(
                         data = (
                             bytes(batch)
                             if len(keep) == len(records)
-                            else rebuild_batch(batch, keep)
+                            # In the batch's own codec, at the topic's level for it.
+                            else rebuild_batch(batch, keep, log.config.level_of(header.compression))
                         )
                     elif header.last_offset + 1 == end or _is_last_of_producer(
                         header, last_of_producer

@@ -30,6 +30,13 @@ class LogConfig:
     compression: Compression | None = None
     # compression.<codec>.level of that codec (None: the library's default).
     compression_level: int | None = None
+    # compression.<codec>.level of every leveled codec (Kafka's defaults unless set):
+    # the log cleaner rebuilds a batch in its own codec at that codec's level.
+    codec_levels: tuple[tuple[Compression, int], ...] = (
+        (Compression.GZIP, -1),
+        (Compression.LZ4, 9),
+        (Compression.ZSTD, 3),
+    )
     compact: bool = False
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 86_400_000
@@ -38,3 +45,7 @@ class LogConfig:
     # Replication settings of the topic, carried here as Kafka's LogConfig does.
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+
+    def level_of(self, codec: Compression) -> int | None:
+        """compression.<codec>.level, None for a codec without levels."""
+        return next((level for c, level in self.codec_levels if c == codec), None)
