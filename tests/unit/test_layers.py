@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "clock": set(),
     "protocol": set(),
     "storage": {"protocol", "clock"},
-    "metadata": {"storage", "protocol", "clock"},
+    "metadata": {"storage", "protocol", "clock", "tasks"},
 }
 BELOW_SERVER = ("replication", "coordinator", "controller", "storage", "metadata", "protocol")
 NO_EVENT_LOOP = ("protocol", "storage", "security")

@@ -249,13 +249,20 @@ def zigzag(v: int) -> bytes:
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
+class RecordsDecompressionError(CorruptMessageError):
+    """A batch's payload does not decompress (its CRC matched: the producer's
+    compressor wrote it so)."""
+
+
 def decompress(codec: Compression, data: Buffer) -> bytes:
-    """The records of a batch's payload; CorruptMessageError if they do not
-    decompress."""
+    """The records of a batch's payload; RecordsDecompressionError (a
+    CorruptMessageError) if they do not decompress."""
     try:
         return _decompress(codec, data)
     except (cramjam.DecompressionError, struct.error) as e:
-        raise CorruptMessageError(f"{codec.name.lower()} records do not decompress: {e}") from e
+        raise RecordsDecompressionError(
+            f"{codec.name.lower()} records do not decompress: {e}"
+        ) from e
 
 
 def _decompress(codec: Compression, data: Buffer) -> bytes:

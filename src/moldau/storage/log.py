@@ -39,6 +39,7 @@ from moldau.protocol.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from moldau.protocol.records import (
@@ -49,6 +50,7 @@ from moldau.protocol.records import (
     OFFSET_MAGIC,
     BatchHeader,
     ControlRecordType,
+    RecordsDecompressionError,
     TimestampType,
     build_end_txn_marker,
     iter_records,
@@ -458,15 +460,24 @@ class Log:
             raise RecordListTooLargeError(f"batch of {size} bytes exceeds segment.bytes")
         header = validate_batch(batch)
         now = self.clock.milliseconds()
-        self._check_records(batch, header, now)
         codec = self.config.compression
-        if codec is not None and codec != header.compression:
-            # Kafka recompresses to the topic's codec: the one append path that
-            # decodes records, and only when a topic asks for it.
-            try:
-                batch = memoryview(recompress(batch, codec, self.config.compression_level))
-            except DecodeError as e:
-                raise InvalidRecordError(f"records of the batch cannot be read: {e}") from e
+        recompressed = codec is not None and codec != header.compression
+        try:
+            self._check_records(batch, header, now)
+            if codec is not None and recompressed:
+                # Kafka recompresses to the topic's codec: the one append path that
+                # decodes records, and only when a topic asks for it.
+                try:
+                    batch = memoryview(recompress(batch, codec, self.config.compression_level))
+                except DecodeError as e:
+                    raise InvalidRecordError(f"records of the batch cannot be read: {e}") from e
+        except RecordsDecompressionError as e:
+            # Kafka's LogValidator fails there with a bare KafkaException, which its
+            # ReplicaManager answers UNKNOWN_SERVER_ERROR: a producer gives the batch
+            # up at once, where CORRUPT_MESSAGE (retriable) had it retried until its
+            # delivery timeout.
+            raise UnknownServerError(str(e)) from e
+        if recompressed:
             size = len(batch)
             header = BatchHeader.parse(batch)
             if size > self.config.max_message_bytes:

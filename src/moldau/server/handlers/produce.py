@@ -38,15 +38,31 @@ if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
 
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0: no batch of any format is shorter.
+_MIN_RECORD_SIZE = 14
+_NO_BATCH = (
+    ErrorCode.invalid_record,
+    "produce requests must have at least one record batch per partition",
+)
+
+
 def _single_batch_error(records: memoryview) -> tuple[ErrorCode, str] | None:
     """Produce v3+ must carry exactly one v2 batch per partition (Kafka's
-    ProduceRequest.validateRecords)."""
-    if len(records) < LOG_OVERHEAD + 5:
-        return ErrorCode.corrupt_message, "record batch is truncated"
+    ProduceRequest.validateRecords, reading batches as its ByteBufferLogInputStream
+    does: a batch cut short is no batch at all, INVALID_RECORD; a size no batch can
+    have or an unknown magic is CORRUPT_MESSAGE)."""
+    if len(records) < LOG_OVERHEAD:
+        return _NO_BATCH
     _, length = offset_and_length(records, 0)
+    if length < _MIN_RECORD_SIZE:
+        return ErrorCode.corrupt_message, f"record size {length} is less than the minimum (14)"
+    if len(records) <= OFFSET_MAGIC:
+        return _NO_BATCH
+    if records[OFFSET_MAGIC] > MAGIC_V2:
+        return ErrorCode.corrupt_message, f"invalid magic {records[OFFSET_MAGIC]} in record batch"
     if LOG_OVERHEAD + length != len(records):
-        if LOG_OVERHEAD + length > len(records) or length < 0:
-            return ErrorCode.corrupt_message, "record batch is truncated"
+        if LOG_OVERHEAD + length > len(records):
+            return _NO_BATCH
         return ErrorCode.invalid_record, "produce requests must contain exactly one record batch"
     if records[OFFSET_MAGIC] != MAGIC_V2:
         return ErrorCode.invalid_record, "only record batches of magic v2 are accepted"
