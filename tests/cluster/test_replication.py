@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.metadata import znodes as z
+from moldau.storage.checkpoint import LeaderEpochCheckpointFile
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
 from moldau.testing.zookeeper import read_znodes
@@ -371,6 +372,7 @@ class StaleReplica:
     follower: int
     survivors: str
     early: list[bytes]
+    leader: int
 
     def produce(self, values: list[bytes]) -> list[int]:
         offsets: list[int] = []
@@ -399,8 +401,17 @@ class StaleReplica:
         assert [v for _, _, _, v, _ in got] == [*self.early, b"after"]
 
 
-def stale_replica(make_cluster: MakeCluster, topic_name: str) -> StaleReplica:
-    cluster = make_cluster(3, **{"replica.lag.time.max.ms": str(LAG_MS)})
+def stale_replica(
+    make_cluster: MakeCluster, topic_name: str, stop_leader_cleanly: bool = False
+) -> StaleReplica:
+    """`stop_leader_cleanly`: the leader stops (its files closed, its epochs written)
+    rather than being killed -9."""
+    overrides = {"replica.lag.time.max.ms": str(LAG_MS)}
+    if stop_leader_cleanly:
+        # A sole ISR member's controlled shutdown can hand nothing over: it would
+        # retry for 10 s.
+        overrides["controlled.shutdown.enable"] = "false"
+    cluster = make_cluster(3, **overrides)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     # Replicas away from the controller, which takes a dead broker out of the ISR
     # at once.
@@ -417,12 +428,16 @@ def stale_replica(make_cluster: MakeCluster, topic_name: str) -> StaleReplica:
         lambda: partitions(cluster.bootstrap, topic_name)[0][2] == sorted([leader, follower]), 20
     )
     survivors = ",".join(cluster.brokers[b].bootstrap for b in (controller, follower))
-    s = StaleReplica(cluster, topic_name, follower, survivors, [b"early-%d" % i for i in range(10)])
+    early = [b"early-%d" % i for i in range(10)]
+    s = StaleReplica(cluster, topic_name, follower, survivors, early, leader)
     assert s.produce(s.early) == list(range(10))
     cluster.kill(follower)
     assert wait_for(lambda: partitions(cluster.bootstrap, topic_name)[0][2] == [leader], 30)
     assert s.produce([b"late-%d" % i for i in range(5)]) == list(range(10, 15))
-    cluster.kill(leader)
+    if stop_leader_cleanly:
+        cluster.stop(leader)
+    else:
+        cluster.kill(leader)
     assert wait_for(lambda: partitions(survivors, topic_name)[0][0] == -1, 30)
     cluster.restart(follower)
     # Unclean election is off: no leader, however long we wait.
@@ -442,7 +457,11 @@ def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_rep
         ResourceType,
     )
 
-    s = stale_replica(make_cluster, topic_name)
+    s = stale_replica(make_cluster, topic_name, stop_leader_cleanly=True)
+    checkpoint = s.cluster.data_dir(s.leader) / f"{topic_name}-0" / "leader-epoch-checkpoint"
+    epochs = LeaderEpochCheckpointFile(checkpoint).read()
+    # Records 10-14 came in a leader epoch of their own (the ISR shrank): its entry.
+    assert epochs[-1][1] == 10
     entry = ConfigEntry(
         "unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET
     )
@@ -450,6 +469,18 @@ def test_unclean_election_waits_for_the_topic_config_and_then_elects_a_stale_rep
     survivors_admin = AdminClient({"bootstrap.servers": s.survivors})
     survivors_admin.incremental_alter_configs([resource])[resource].result(timeout=30)
     s.unclean_leader_came()
+
+    # The old leader comes back as a follower: its records 10-14, of an epoch the new
+    # leader never had, are cut (OffsetsForLeaderEpoch), and the epoch goes from its
+    # checkpoint, written off the event loop but before the new leader's records are
+    # copied past the cut. Killed -9 once it has them, its file names no epoch its
+    # log no longer has.
+    s.cluster.restart(s.leader)
+    assert wait_for(lambda: len(partitions(s.survivors, s.topic)[0][2]) == 2, 30)
+    s.cluster.kill(s.leader)
+    after = LeaderEpochCheckpointFile(checkpoint).read()
+    assert after[: len(epochs) - 1] == epochs[:-1]
+    assert all(epoch > epochs[-1][0] for epoch, _ in after[len(epochs) - 1 :]), after
 
 
 def test_pipelined_acks_all_produces_are_answered_in_order(
