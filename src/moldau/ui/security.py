@@ -1,0 +1,291 @@
+"""ACLs and SCRAM users for the console.
+
+ACLs are what `moldau acls` adds, lists and removes (cli/acls.py): a console form
+becomes the tool's arguments, so the same resource and operation choices (and
+--producer / --consumer's sets) hold. SCRAM users are described and altered with
+the AdminClient's *UserScramCredentials calls, as `moldau configs --entity-type
+users`. The functions are blocking (librdkafka's calls): the routes run them with
+`ClusterClient.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+# Exported by confluent_kafka.admin, though its stubs do not say so.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from moldau.cli.acls import (
+    Resource,
+    binding,
+    binding_filter,
+    from_binding,
+    parse_operation,
+    parse_principal,
+    resource_to_entries,
+    resources,
+)
+from moldau.cli.common import TIMEOUT_S, BrokerWatch, wait_result
+from moldau.cli.errors import CliError
+from moldau.protocol.apis import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+
+#: The console's resource types, each the `moldau acls` flag that names one.
+RESOURCE_FLAGS = {
+    "topic": "topic",
+    "group": "group",
+    "transactional-id": "transactional_id",
+    "delegation-token": "delegation_token",
+    "cluster": "cluster",
+}
+MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+              "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}  # fmt: skip
+#: Kafka's default iterations for a new SCRAM credential (kafka-configs').
+DEFAULT_ITERATIONS = 4096
+
+NO_AUTHORIZER = (
+    "This cluster has no authorizer (authorizer.class.name is not set), so it keeps no "
+    "ACLs: every client may do everything."
+)
+
+
+class NoAuthorizer(Exception):
+    """The broker answered SECURITY_DISABLED: there are no ACLs to show."""
+
+
+# -- pure: from a console form to the tool's arguments, and back ---------------------
+
+
+def acl_args(form: Mapping[str, Any]) -> argparse.Namespace:
+    """`moldau acls`' arguments for a form: {"resource_type": "topic", "name": "t",
+    "pattern_type": "literal", "permission": "allow", "principal": "User:alice",
+    "host": "*", "operations": ["Read"]} or, instead of operations, "preset":
+    "producer" or "consumer"."""
+    kind = str(form.get("resource_type", "")).lower()
+    if kind not in RESOURCE_FLAGS:
+        raise CliError(f"resource_type must be one of {', '.join(RESOURCE_FLAGS)}, got {kind!r}")
+    name = str(form.get("name") or "").strip()
+    if kind != "cluster" and not name:
+        raise CliError(f"a {kind} ACL needs a resource name (* for all)")
+    args = argparse.Namespace(
+        topic=[], group=[], transactional_id=[], delegation_token=[], cluster=False,
+        resource_pattern_type=str(form.get("pattern_type") or "literal").lower(),
+        allow_principal=[], allow_host=[], deny_principal=[], deny_host=[],
+        operation=[], producer=False, consumer=False, idempotent=False,
+    )  # fmt: skip
+    if args.resource_pattern_type not in ("any", "match", "literal", "prefixed"):
+        raise CliError(f"pattern_type {args.resource_pattern_type!r} is not one of "
+                       "literal, prefixed, any, match")  # fmt: skip
+    if kind == "cluster":
+        args.cluster = True
+    else:
+        getattr(args, RESOURCE_FLAGS[kind]).append(name)
+    principal = str(form.get("principal") or "").strip()
+    if principal:
+        permission = str(form.get("permission") or "allow").lower()
+        if permission not in ("allow", "deny"):
+            raise CliError(f"permission must be allow or deny, got {permission!r}")
+        getattr(args, f"{permission}_principal").append(principal)
+        getattr(args, f"{permission}_host").append(str(form.get("host") or "*").strip())
+    preset = str(form.get("preset") or "")
+    if preset in ("producer", "consumer"):
+        setattr(args, preset, True)
+    elif preset:
+        raise CliError(f"preset must be producer or consumer, got {preset!r}")
+    else:
+        args.operation = [str(op) for op in form.get("operations") or []]
+    return args
+
+
+def acl_json(r: Resource, e: AccessControlEntry) -> dict[str, str]:
+    return {
+        "resource_type": r[0].name,
+        "name": r[1],
+        "pattern_type": r[2].name,
+        "principal": e.principal,
+        "host": e.host,
+        "operation": e.operation.name,
+        "permission": e.permission.name,
+    }
+
+
+def acl_from_json(row: Mapping[str, Any]) -> tuple[Resource, AccessControlEntry]:
+    """One ACL as acl_json writes it (a row of the list, to delete)."""
+    try:
+        r = (
+            ResourceType[str(row["resource_type"]).upper().replace("-", "_")],
+            str(row["name"]),
+            PatternType[str(row["pattern_type"]).upper()],
+        )
+        e = AccessControlEntry(
+            parse_principal(str(row["principal"])),
+            str(row.get("host") or "*"),
+            parse_operation(str(row["operation"])),
+            AclPermissionType[str(row["permission"]).upper()],
+        )
+    except KeyError as missing:
+        raise CliError(f"the ACL has no valid {missing}") from None
+    return r, e
+
+
+# -- from the cluster ----------------------------------------------------------------
+
+
+async def has_authorizer(cluster: Any) -> bool:
+    """Whether the cluster keeps ACLs: a DescribeAcls that matches nothing, over the
+    wire, answers SECURITY_DISABLED when not. (librdkafka drops that answer's error
+    and reports an empty list, which would read as "no ACLs".)"""
+    md = await cluster.metadata()
+    broker = next(iter(md.brokers.values()))
+    response = await cluster.call(
+        (str(broker.host), int(broker.port)),
+        ApiKey.DESCRIBE_ACLS,
+        2,
+        {
+            "resource_type_filter": int(ResourceType.TOPIC),
+            "resource_name_filter": "",
+            "pattern_type_filter": int(PatternType.LITERAL),
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": int(AclOperation.ANY),
+            "permission_type": int(AclPermissionType.ANY),
+        },
+    )
+    return bool(response.error_code != ErrorCode.security_disabled)
+
+
+def list_acls(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The ACLs matching a filter form (no resource_type: all), sorted; a principal
+    in the form keeps only that principal's, as `moldau acls --list --principal`."""
+    patterns: list[Resource | None] = [None]
+    if form.get("resource_type"):
+        patterns = list(resources(acl_args({**form, "principal": "", "operations": []})))
+    principal = str(form.get("principal") or "").strip()
+    found: set[tuple[Resource, AccessControlEntry]] = set()
+    for pattern in patterns:
+        result = _wait(admin, bootstrap, admin.describe_acls(binding_filter(pattern)))
+        found |= {from_binding(b) for b in result}
+    rows = [
+        acl_json(r, e)
+        for r, e in found
+        if not principal or e.principal == parse_principal(principal)
+    ]
+    return sorted(rows, key=lambda a: tuple(a.values()))
+
+
+def add_acls(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> list[dict[str, str]]:
+    """CreateAcls for a form, as `moldau acls --add`; the ACLs added."""
+    args = acl_args(form)
+    if args.resource_pattern_type in ("any", "match"):
+        raise CliError(
+            f"A '--resource-pattern-type' value of '{args.resource_pattern_type.upper()}' "
+            "is not valid when adding acls."
+        )
+    added: list[dict[str, str]] = []
+    for r, acl in resource_to_entries(args).items():
+        if not acl:
+            raise CliError("You must specify one of: --allow-principal, --deny-principal "
+                           "when trying to add ACLs.")  # fmt: skip
+        for future in admin.create_acls([binding(r, e) for e in acl]).values():
+            _wait(admin, bootstrap, future)
+        added += [acl_json(r, e) for e in acl]
+    return added
+
+
+def delete_acl(admin: Any, bootstrap: str, row: Mapping[str, Any]) -> int:
+    """DeleteAcls for exactly one ACL (a row of the list); how many went."""
+    r, e = acl_from_json(row)
+    deleted = 0
+    for future in admin.delete_acls([binding_filter(r, e)]).values():
+        deleted += len(_wait(admin, bootstrap, future))
+    return deleted
+
+
+def scram_users(admin: Any, bootstrap: str) -> list[dict[str, Any]]:
+    """Every user with SCRAM credentials: its mechanisms and their iterations."""
+    try:
+        found = _wait(admin, bootstrap, admin.describe_user_scram_credentials())
+    except CliError as e:
+        if "RESOURCE_NOT_FOUND" in str(e):
+            return []
+        raise
+    return [
+        {
+            "user": user,
+            "credentials": sorted(
+                (
+                    {"mechanism": _mechanism_name(i.mechanism), "iterations": i.iterations}
+                    for i in description.scram_credential_infos
+                ),
+                key=lambda c: c["mechanism"],
+            ),
+        }
+        for user, description in sorted(found.items())
+    ]
+
+
+def upsert_scram_user(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> None:
+    """Add or replace one credential: {"user", "mechanism", "iterations", "password"}."""
+    user = str(form.get("user") or "").strip()
+    password = str(form.get("password") or "")
+    if not user or not password:
+        raise CliError("a SCRAM credential needs a user and a password")
+    iterations = form.get("iterations") or DEFAULT_ITERATIONS
+    try:
+        iterations = int(iterations)
+    except (TypeError, ValueError):
+        raise CliError(f"iterations must be an integer, got {iterations!r}") from None
+    info = ScramCredentialInfo(_mechanism(form.get("mechanism")), iterations)
+    _alter(admin, bootstrap, user, UserScramCredentialUpsertion(user, info, password.encode()))
+
+
+def delete_scram_user(admin: Any, bootstrap: str, user: str, mechanism: str) -> None:
+    """Remove one of a user's credentials."""
+    _alter(admin, bootstrap, user, UserScramCredentialDeletion(user, _mechanism(mechanism)))
+
+
+def _alter(admin: Any, bootstrap: str, user: str, alteration: Any) -> None:
+    futures = admin.alter_user_scram_credentials([alteration], request_timeout=TIMEOUT_S)
+    _wait(admin, bootstrap, futures[user])
+
+
+def _mechanism(name: object) -> Any:
+    mechanism = MECHANISMS.get(str(name or "").upper())
+    if mechanism is None:
+        raise CliError(f"mechanism must be one of {', '.join(MECHANISMS)}, got {name!r}")
+    return mechanism
+
+
+def _mechanism_name(mechanism: Any) -> str:
+    return str(mechanism.name).replace("_", "-")
+
+
+def _wait(admin: Any, bootstrap: str, future: Any) -> Any:
+    """An AdminClient future's result; a broker's refusal as `NAME: message`, and
+    no authorizer as NoAuthorizer."""
+    try:
+        return wait_result(admin, BrokerWatch(bootstrap), future, "the cluster")
+    except KafkaException as e:
+        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if err is None:
+            raise CliError(str(e)) from None
+        if err.code() == KafkaError.SECURITY_DISABLED:
+            raise NoAuthorizer(str(err.str())) from None
+        name, text = str(err.name()), str(err.str())
+        raise CliError(name if text in ("", name) else f"{name}: {text}") from None

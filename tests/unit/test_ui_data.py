@@ -1,0 +1,144 @@
+"""The console's groups, reassignments and security data: what a form becomes, how
+lag and a reassignment's progress are counted, the lag history's ring."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from moldau.cli.acls import resource_to_entries
+from moldau.cli.errors import CliError
+from moldau.clock import FakeClock
+from moldau.security.acl import AclOperation, PatternType, ResourceType
+from moldau.storage.partition_name import TopicPartition
+from moldau.ui.groups import (
+    offset_delete_errors,
+    offset_delete_fields,
+    reset_args,
+    total_lag,
+)
+from moldau.ui.lag_history import LagHistory
+from moldau.ui.reassignments import Offsets, catch_up_fraction, progress_rows
+from moldau.ui.security import acl_args, acl_from_json, acl_json
+
+
+def test_total_lag_counts_only_partitions_with_a_known_end() -> None:
+    committed = {("t", 0): 5, ("t", 1): 10, ("u", 0): 3}
+    ends = {("t", 0): 8, ("t", 1): 10, ("u", 0): None}
+    assert total_lag(committed, ends) == 3
+    assert total_lag({}, {}) == 0
+
+
+def test_reset_args_are_the_clis() -> None:
+    args = reset_args({"scenario": "shift-by", "value": "-2", "topics": ["t:0,1"]})
+    assert args.shift_by == -2 and args.to_earliest is None
+    assert args.topic == ["t:0,1"] and not args.all_topics
+    args = reset_args({"scenario": "to-earliest"})
+    assert args.to_earliest is True and args.all_topics and args.topic == []
+    assert reset_args({"scenario": "by-duration", "value": "PT1H"}).by_duration == "PT1H"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"scenario": "to-somewhere"}, "scenario must be one of"),
+        ({"scenario": "to-offset"}, "--to-offset needs a value"),
+        ({"scenario": "to-offset", "value": "x"}, "expects an integer"),
+        ({"scenario": "to-latest", "topics": [":1"]}, "invalid --topic"),
+    ],
+)
+def test_reset_args_refuse_what_the_cli_refuses(body: dict[str, object], message: str) -> None:
+    with pytest.raises(CliError, match=message):
+        reset_args(body)
+
+
+def test_offset_delete_request_and_answer() -> None:
+    fields = offset_delete_fields("g", [("t", 1), ("t", 0), ("u", 2), ("t", 0)])
+    assert fields == {
+        "group_id": "g",
+        "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
+            {"name": "u", "partitions": [{"partition_index": 2}]},
+        ],
+    }
+    part = SimpleNamespace
+    response = part(
+        error_code=0,
+        topics=[part(name="t", partitions=[part(partition_index=0, error_code=0),
+                                           part(partition_index=1, error_code=86)])],
+    )  # fmt: skip
+    assert offset_delete_errors(response) == {"t-1": "GROUP_SUBSCRIBED_TO_TOPIC"}
+    with pytest.raises(CliError, match="GROUP_ID_NOT_FOUND"):
+        offset_delete_errors(part(error_code=69, topics=[]))
+
+
+def test_catch_up_fraction() -> None:
+    assert catch_up_fraction(100, 200, None) == 0.0
+    assert catch_up_fraction(100, 200, 150) == 0.5
+    assert catch_up_fraction(100, 200, 250) == 1.0  # a follower a fetch ahead of the HW
+    assert catch_up_fraction(100, 200, 0) == 0.0
+    assert catch_up_fraction(7, 7, None) == 1.0  # an empty log: nothing to copy
+
+
+def test_progress_rows_take_the_slowest_adding_replica() -> None:
+    ongoing = {
+        TopicPartition("t", 0): SimpleNamespace(
+            replicas=[1, 2, 3], adding_replicas=[2, 3], removing_replicas=[1]
+        )
+    }
+    offsets = Offsets({("t", 0): 0}, {("t", 0): 100}, {(2, ("t", 0)): 100, (3, ("t", 0)): 25})
+    (row,) = progress_rows(ongoing, {("t", 0): 1}, offsets)
+    assert row["leader"] == 1 and row["adding"] == [2, 3] and row["removing"] == [1]
+    assert [p["fraction"] for p in row["progress"]] == [1.0, 0.25]
+    assert row["fraction"] == 0.25
+    (unknown,) = progress_rows(ongoing, {}, Offsets({}, {}, {}))
+    assert unknown["fraction"] == 0.0 and unknown["leader"] == -1
+
+
+def test_acl_form_becomes_the_tools_arguments() -> None:
+    form = {
+        "resource_type": "topic",
+        "name": "orders",
+        "pattern_type": "prefixed",
+        "permission": "deny",
+        "principal": "User:bob",
+        "operations": ["Write", "Read"],
+    }
+    ((resource, entries),) = resource_to_entries(acl_args(form)).items()
+    assert resource == (ResourceType.TOPIC, "orders", PatternType.PREFIXED)
+    assert sorted(e.operation for e in entries) == [AclOperation.READ, AclOperation.WRITE]
+    assert {(e.principal, e.host, e.permission.name) for e in entries} == {
+        ("User:bob", "*", "DENY")
+    }
+    consumer = {"resource_type": "group", "name": "g", "principal": "User:a", "preset": "consumer"}
+    ((_, entries),) = resource_to_entries(acl_args(consumer)).items()
+    assert [e.operation for e in entries] == [AclOperation.READ]
+    row = acl_json(resource, entries[0])
+    assert acl_from_json(row) == (resource, entries[0])
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"resource_type": "table", "name": "x"}, "resource_type must be one of"),
+        ({"resource_type": "topic"}, "needs a resource name"),
+        ({"resource_type": "topic", "name": "t", "principal": "alice"}, "Type:name"),
+        ({"resource_type": "topic", "name": "t", "preset": "admin"}, "preset must be"),
+    ],
+)
+def test_acl_form_mistakes(form: dict[str, object], message: str) -> None:
+    with pytest.raises(CliError, match=message):
+        resource_to_entries(acl_args(form))
+
+
+def test_lag_history_is_a_bounded_ring_a_group() -> None:
+    clock = FakeClock(1_000)
+    history = LagHistory(clock, size=3)
+    for lag in (10, 8, 6, 4):
+        history.record({"g": lag, "h": 0})
+        clock.advance(2_000)
+    assert history.series("g") == [[3_000, 8], [5_000, 6], [7_000, 4]]
+    history.record({"h": 1})
+    assert history.series("g") == []  # a deleted group is forgotten
+    assert history.series("h")[-1] == [9_000, 1]
