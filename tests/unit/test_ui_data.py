@@ -98,9 +98,9 @@ def test_progress_rows_take_the_slowest_adding_replica() -> None:
 
 def test_acl_form_becomes_the_tools_arguments() -> None:
     form = {
-        "resource_type": "topic",
+        "resourceType": "topic",
         "name": "orders",
-        "pattern_type": "prefixed",
+        "patternType": "prefixed",
         "permission": "deny",
         "principal": "User:bob",
         "operations": ["Write", "Read"],
@@ -111,7 +111,7 @@ def test_acl_form_becomes_the_tools_arguments() -> None:
     assert {(e.principal, e.host, e.permission.name) for e in entries} == {
         ("User:bob", "*", "DENY")
     }
-    consumer = {"resource_type": "group", "name": "g", "principal": "User:a", "preset": "consumer"}
+    consumer = {"resourceType": "group", "name": "g", "principal": "User:a", "preset": "consumer"}
     ((_, entries),) = resource_to_entries(acl_args(consumer)).items()
     assert [e.operation for e in entries] == [AclOperation.READ]
     row = acl_json(resource, entries[0])
@@ -121,10 +121,10 @@ def test_acl_form_becomes_the_tools_arguments() -> None:
 @pytest.mark.parametrize(
     ("form", "message"),
     [
-        ({"resource_type": "table", "name": "x"}, "resource_type must be one of"),
-        ({"resource_type": "topic"}, "needs a resource name"),
-        ({"resource_type": "topic", "name": "t", "principal": "alice"}, "Type:name"),
-        ({"resource_type": "topic", "name": "t", "preset": "admin"}, "preset must be"),
+        ({"resourceType": "table", "name": "x"}, "resourceType must be one of"),
+        ({"resourceType": "topic"}, "needs a resource name"),
+        ({"resourceType": "topic", "name": "t", "principal": "alice"}, "Type:name"),
+        ({"resourceType": "topic", "name": "t", "preset": "admin"}, "preset must be"),
     ],
 )
 def test_acl_form_mistakes(form: dict[str, object], message: str) -> None:

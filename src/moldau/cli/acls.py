@@ -217,9 +217,11 @@ def binding(r: Resource, e: AccessControlEntry) -> Any:
     )  # fmt: skip
 
 
-def binding_filter(r: Resource | None, e: AccessControlEntry | None = None) -> Any:
-    """confluent-kafka's AclBindingFilter: the ACLs of `r` (any resource if None), or
-    just those matching `e`."""
+def binding_filter(
+    r: tuple[ResourceType, str | None, PatternType] | None, e: AccessControlEntry | None = None
+) -> Any:
+    """confluent-kafka's AclBindingFilter: the ACLs of `r` (any resource if None; a
+    name of None: any name), or just those matching `e`."""
     ck: Any = confluent_kafka.admin
     rt, name, pt = (ResourceType.ANY, None, PatternType.ANY) if r is None else r
     return ck.AclBindingFilter(

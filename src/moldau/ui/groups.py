@@ -161,7 +161,7 @@ def group_summaries(groups: ConsoleGroups) -> list[dict[str, Any]]:
             {
                 "group": group,
                 "state": state_name(d.state if d is not None else listing.state),
-                "protocol_type": "" if listing.is_simple_consumer_group else "consumer",
+                "protocolType": "" if listing.is_simple_consumer_group else "consumer",
                 "assignor": (d.partition_assignor if d is not None else "") or "",
                 "members": len(d.members) if d is not None else 0,
                 "partitions": len(committed[group]),
@@ -190,13 +190,13 @@ def group_detail(groups: ConsoleGroups, group: str) -> dict[str, Any]:
         "group": group,
         "state": state_name(d.state),
         "assignor": d.partition_assignor or "",
-        "protocol_type": "" if d.is_simple_consumer_group else "consumer",
+        "protocolType": "" if d.is_simple_consumer_group else "consumer",
         "coordinator": {"id": node.id, "host": node.host, "port": node.port},
         "members": [
             {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id,
+                "memberId": m.member_id,
+                "groupInstanceId": m.group_instance_id,
+                "clientId": m.client_id,
                 "host": m.host,
                 "partitions": sorted(
                     f"{tp.topic}-{tp.partition}" for tp in m.assignment.topic_partitions
@@ -209,10 +209,10 @@ def group_detail(groups: ConsoleGroups, group: str) -> dict[str, Any]:
                 "topic": r.topic,
                 "partition": r.partition,
                 "offset": r.offset,
-                "log_end_offset": r.log_end_offset,
+                "logEndOffset": r.log_end_offset,
                 "lag": r.lag,
-                "member_id": None if r.consumer_id in (None, "-") else r.consumer_id,
-                "client_id": None if r.client_id in (None, "-") else r.client_id,
+                "memberId": None if r.consumer_id in (None, "-") else r.consumer_id,
+                "clientId": None if r.client_id in (None, "-") else r.client_id,
             }
             for r in rows
         ],

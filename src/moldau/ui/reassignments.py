@@ -75,8 +75,8 @@ def progress_rows(
                 "adding": list(r.adding_replicas),
                 "removing": list(r.removing_replicas),
                 "leader": leaders.get(key, -1),
-                "log_start_offset": start,
-                "high_watermark": end,
+                "logStartOffset": start,
+                "highWatermark": end,
                 "progress": adding,
                 "fraction": min((a["fraction"] for a in adding), default=1.0),
             }

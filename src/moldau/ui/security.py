@@ -32,7 +32,6 @@ from moldau.cli.acls import (
     parse_operation,
     parse_principal,
     resource_to_entries,
-    resources,
 )
 from moldau.cli.common import TIMEOUT_S, BrokerWatch, wait_result
 from moldau.cli.errors import CliError
@@ -73,24 +72,24 @@ class NoAuthorizer(Exception):
 
 
 def acl_args(form: Mapping[str, Any]) -> argparse.Namespace:
-    """`moldau acls`' arguments for a form: {"resource_type": "topic", "name": "t",
-    "pattern_type": "literal", "permission": "allow", "principal": "User:alice",
+    """`moldau acls`' arguments for a form: {"resourceType": "topic", "name": "t",
+    "patternType": "literal", "permission": "allow", "principal": "User:alice",
     "host": "*", "operations": ["Read"]} or, instead of operations, "preset":
     "producer" or "consumer"."""
-    kind = str(form.get("resource_type", "")).lower()
+    kind = str(form.get("resourceType", "")).lower()
     if kind not in RESOURCE_FLAGS:
-        raise CliError(f"resource_type must be one of {', '.join(RESOURCE_FLAGS)}, got {kind!r}")
+        raise CliError(f"resourceType must be one of {', '.join(RESOURCE_FLAGS)}, got {kind!r}")
     name = str(form.get("name") or "").strip()
     if kind != "cluster" and not name:
         raise CliError(f"a {kind} ACL needs a resource name (* for all)")
     args = argparse.Namespace(
         topic=[], group=[], transactional_id=[], delegation_token=[], cluster=False,
-        resource_pattern_type=str(form.get("pattern_type") or "literal").lower(),
+        resource_pattern_type=str(form.get("patternType") or "literal").lower(),
         allow_principal=[], allow_host=[], deny_principal=[], deny_host=[],
         operation=[], producer=False, consumer=False, idempotent=False,
     )  # fmt: skip
     if args.resource_pattern_type not in ("any", "match", "literal", "prefixed"):
-        raise CliError(f"pattern_type {args.resource_pattern_type!r} is not one of "
+        raise CliError(f"patternType {args.resource_pattern_type!r} is not one of "
                        "literal, prefixed, any, match")  # fmt: skip
     if kind == "cluster":
         args.cluster = True
@@ -115,9 +114,9 @@ def acl_args(form: Mapping[str, Any]) -> argparse.Namespace:
 
 def acl_json(r: Resource, e: AccessControlEntry) -> dict[str, str]:
     return {
-        "resource_type": r[0].name,
+        "resourceType": r[0].name,
         "name": r[1],
-        "pattern_type": r[2].name,
+        "patternType": r[2].name,
         "principal": e.principal,
         "host": e.host,
         "operation": e.operation.name,
@@ -129,9 +128,9 @@ def acl_from_json(row: Mapping[str, Any]) -> tuple[Resource, AccessControlEntry]
     """One ACL as acl_json writes it (a row of the list, to delete)."""
     try:
         r = (
-            ResourceType[str(row["resource_type"]).upper().replace("-", "_")],
+            ResourceType[str(row["resourceType"]).upper().replace("-", "_")],
             str(row["name"]),
-            PatternType[str(row["pattern_type"]).upper()],
+            PatternType[str(row["patternType"]).upper()],
         )
         e = AccessControlEntry(
             parse_principal(str(row["principal"])),
@@ -170,21 +169,28 @@ async def has_authorizer(cluster: Any) -> bool:
     return bool(response.error_code != ErrorCode.security_disabled)
 
 
+def acl_filter(form: Mapping[str, Any]) -> tuple[ResourceType, str | None, PatternType]:
+    """The resource part of a list filter: a type (any), a name (any) and how the
+    name matches (any; `match` also finds the wildcard and prefixed ACLs that
+    apply to the name)."""
+    try:
+        kind = str(form.get("resourceType") or "any").upper().replace("-", "_")
+        pattern = str(form.get("patternType") or "any").upper()
+        return ResourceType[kind], str(form.get("name") or "") or None, PatternType[pattern]
+    except KeyError as unknown:
+        raise CliError(f"unknown resource or pattern type {unknown}") from None
+
+
 def list_acls(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The ACLs matching a filter form (no resource_type: all), sorted; a principal
-    in the form keeps only that principal's, as `moldau acls --list --principal`."""
-    patterns: list[Resource | None] = [None]
-    if form.get("resource_type"):
-        patterns = list(resources(acl_args({**form, "principal": "", "operations": []})))
+    """The ACLs matching a filter form, sorted; a principal in the form keeps only
+    that principal's, as `moldau acls --list --principal`."""
+    result = _wait(admin, bootstrap, admin.describe_acls(binding_filter(acl_filter(form))))
     principal = str(form.get("principal") or "").strip()
-    found: set[tuple[Resource, AccessControlEntry]] = set()
-    for pattern in patterns:
-        result = _wait(admin, bootstrap, admin.describe_acls(binding_filter(pattern)))
-        found |= {from_binding(b) for b in result}
+    wanted = parse_principal(principal) if principal else None
     rows = [
         acl_json(r, e)
-        for r, e in found
-        if not principal or e.principal == parse_principal(principal)
+        for r, e in map(from_binding, result)
+        if wanted is None or e.principal == wanted
     ]
     return sorted(rows, key=lambda a: tuple(a.values()))
 
