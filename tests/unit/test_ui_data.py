@@ -1,5 +1,5 @@
 """The console's groups, reassignments and security data: what a form becomes, how
-lag and a reassignment's progress are counted, the lag history's ring."""
+lag and a reassignment's progress are counted,."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from moldau.cli.acls import resource_to_entries
 from moldau.cli.errors import CliError
-from moldau.clock import FakeClock
 from moldau.security.acl import AclOperation, PatternType, ResourceType
 from moldau.storage.partition_name import TopicPartition
 from moldau.ui.groups import (
@@ -18,7 +17,6 @@ from moldau.ui.groups import (
     reset_args,
     total_lag,
 )
-from moldau.ui.lag_history import LagHistory
 from moldau.ui.reassignments import Offsets, catch_up_fraction, progress_rows
 from moldau.ui.security import acl_args, acl_from_json, acl_json
 
@@ -130,15 +128,3 @@ def test_acl_form_becomes_the_tools_arguments() -> None:
 def test_acl_form_mistakes(form: dict[str, object], message: str) -> None:
     with pytest.raises(CliError, match=message):
         resource_to_entries(acl_args(form))
-
-
-def test_lag_history_is_a_bounded_ring_a_group() -> None:
-    clock = FakeClock(1_000)
-    history = LagHistory(clock, size=3)
-    for lag in (10, 8, 6, 4):
-        history.record({"g": lag, "h": 0})
-        clock.advance(2_000)
-    assert history.series("g") == [[3_000, 8], [5_000, 6], [7_000, 4]]
-    history.record({"h": 1})
-    assert history.series("g") == []  # a deleted group is forgotten
-    assert history.series("h")[-1] == [9_000, 1]

@@ -63,7 +63,7 @@ export function render(main) {
     const query = new URLSearchParams(Object.entries(fields(filter)).filter(([, v]) => v && v !== "any"));
     const a = await getJSON(`/api/security/acls?${query}`);
     note.textContent = a.note || "";
-    add.hidden = !a.authorizer;
+    add.style.display = a.authorizer ? "" : "none";  // not `hidden`: form.inline is a flex box
     acls.replaceChildren(a.authorizer ? table([
       { title: "Resource", value: r => `${r.resourceType}:${r.name}` }, { title: "Pattern", value: r => r.patternType },
       { title: "Principal", value: r => r.principal }, { title: "Host", value: r => r.host },

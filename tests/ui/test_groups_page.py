@@ -1,0 +1,132 @@
+"""The consumer-group pages in a real browser against a real broker and real
+consumers: lag that falls as a consumer catches up, a reset done in the page that
+the next consumer reads from, deleting offsets and the group. And the
+reassignments and security pages of a plain broker (none in progress; no
+authorizer), which must load cleanly too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from playwright.sync_api import expect
+
+from moldau.testing.browser import PageProblems
+from moldau.testing.process import BrokerProcess, wait_for
+
+pytestmark = pytest.mark.ui
+
+RECORDS = 200
+
+
+@pytest.fixture(scope="module")
+def topic(ui_broker: BrokerProcess) -> str:
+    """A one-partition topic of RECORDS records."""
+    admin = AdminClient({"bootstrap.servers": ui_broker.bootstrap})
+    admin.create_topics([NewTopic("lagged", 1, 1)])["lagged"].result(10)
+    producer = Producer({"bootstrap.servers": ui_broker.bootstrap})
+    for i in range(RECORDS):
+        producer.produce("lagged", f"record-{i}".encode())
+    assert producer.flush(10) == 0
+    return "lagged"
+
+
+def consumer(broker: BrokerProcess, group: str) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": f"{group}-client",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })  # fmt: skip
+
+
+def consume(c: Consumer, count: int) -> list[Any]:
+    """`count` records (waiting up to 10 s), then their offsets committed."""
+    got: list[Any] = []
+    assert wait_for(lambda: _poll_into(c, got, count), timeout=10), f"only {len(got)} records"
+    c.commit(asynchronous=False)
+    return got
+
+
+def _poll_into(c: Consumer, got: list[Any], count: int) -> bool:
+    for m in c.consume(count - len(got), 0.2):
+        if m.error() is None:
+            got.append(m)
+    return len(got) >= count
+
+
+@pytest.fixture
+def reader(ui_broker: BrokerProcess, topic: str, request: Any) -> Iterator[Consumer]:
+    c = consumer(ui_broker, request.param)
+    c.subscribe([topic])
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("reader", ["ui-lag"], indirect=True)
+def test_a_groups_lag_shows_and_falls_as_its_consumer_catches_up(
+    page: Any, reader: Consumer
+) -> None:
+    consume(reader, 50)
+    page.goto("/#/groups")
+    row = page.locator("#groups tr", has_text="ui-lag")
+    expect(row).to_contain_text("Stable")
+    expect(row.locator("td").last).to_have_text("150")
+    row.get_by_role("link", name="ui-lag").click()
+    expect(page.locator("#total-lag .value")).to_have_text("150")
+    expect(page.locator("#members")).to_contain_text("ui-lag-client")
+    expect(page.locator("#partitions")).to_contain_text("50")
+    consume(reader, RECORDS - 50)
+    expect(page.locator("#total-lag .value")).to_have_text("0", timeout=15_000)
+    # The chart is drawn from the history the server samples: a line once sampled.
+    expect(page.locator("#lag-chart svg path")).to_be_attached(timeout=15_000)
+
+
+@pytest.mark.parametrize("reader", ["ui-reset"], indirect=True)
+def test_a_reset_done_in_the_page_is_where_the_consumer_reads_from(
+    page: Any, reader: Consumer, ui_broker: BrokerProcess, topic: str, problems: PageProblems
+) -> None:
+    consume(reader, 100)
+    page.goto("/#/group/ui-reset")
+    expect(page.locator("#members")).to_contain_text("ui-reset-client")
+    page.select_option("#reset select[name=scenario]", "to-offset")
+    page.fill("#reset input[name=value]", "42")
+    problems.expect("/reset-offsets")  # the refusal is an HTTP 400 the page shows
+    page.click("#dry-run")
+    expect(page.locator("#group-status")).to_have_text(
+        "Assignments can only be reset if the group 'ui-reset' is inactive, "
+        "but the current state is Stable."
+    )
+    reader.close()
+    expect(page.locator("main")).to_contain_text("No active members.", timeout=15_000)
+    page.click("#dry-run")
+    expect(page.locator("#plan tbody td")).to_have_text(["lagged", "0", "100", "42"])
+    page.click("#execute")
+    expect(page.locator("#group-status")).to_have_text("Offsets reset for 1 partition(s).")
+    again = consumer(ui_broker, "ui-reset")
+    try:
+        again.subscribe([topic])
+        first = consume(again, 1)[0]
+    finally:
+        again.close()
+    assert (first.offset(), first.value()) == (42, b"record-42")
+    # Its committed offset (43 now) deleted, then the group itself.
+    page.locator("#partitions button", has_text="Delete offset").click()
+    expect(page.locator("#group-status")).to_have_text("Offset of lagged-0 deleted.")
+    expect(page.locator("#partitions")).not_to_contain_text("43")
+    page.click("#delete-group")
+    page.click("#delete-group")
+    page.wait_for_url("**/#/groups")
+    expect(page.locator("main")).not_to_contain_text("ui-reset")
+
+
+def test_the_reassignments_and_security_pages_of_a_plain_broker(page: Any) -> None:
+    page.goto("/#/reassignments")
+    expect(page.locator("#no-reassignments")).to_be_visible()
+    page.goto("/#/security")
+    expect(page.locator("#acl-note")).to_contain_text("This cluster has no authorizer")
+    expect(page.locator("#acl-add")).to_be_hidden()
+    expect(page.locator("main")).to_contain_text("No SCRAM users.")
