@@ -48,11 +48,14 @@ class ConsoleProcess:
 
     def _read(self, ready: threading.Event) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            url = console_url(raw.decode(errors="replace"))
-            if url:
-                self.url = url
-                ready.set()
+        # The pipe is closed here, at its end (the process gone), not left to the
+        # garbage collector's ResourceWarning.
+        with self.proc.stdout as out:
+            for raw in out:
+                url = console_url(raw.decode(errors="replace"))
+                if url:
+                    self.url = url
+                    ready.set()
         ready.set()
 
     def stop(self, timeout: float = 20.0) -> int:
