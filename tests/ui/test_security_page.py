@@ -12,8 +12,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from playwright.sync_api import expect
 
-from moldau.testing.process import BrokerProcess, wait_for
+from moldau.testing.process import BrokerProcess
 from moldau.testing.sasl import SaslUsers
+from tests.ui.conftest import serving_console
 
 pytestmark = pytest.mark.ui
 
@@ -33,13 +34,10 @@ def ui_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProces
         "allow.everyone.if.no.acl.found": "true",
     }
     data = tmp_path_factory.mktemp("ui-security") / "data"
-    b = BrokerProcess(data, overrides, sasl=users, serve_args=["--ui-port", "0"])
-    try:
-        b.start()
-        assert wait_for(lambda: b.console_url, timeout=10), "the console did not start"
+    with serving_console(
+        BrokerProcess(data, overrides, sasl=users, serve_args=["--ui-port", "0"])
+    ) as b:
         yield b
-    finally:
-        b.kill()
 
 
 def produce_as(broker: BrokerProcess, user: str, password: str, topic: str) -> KafkaError | None:
