@@ -37,6 +37,8 @@ def serving_console(b: BrokerProcess) -> Iterator[BrokerProcess]:
         b.start()
         assert wait_for(lambda: b.console_url, timeout=10), "the console did not start"
         yield b
+        # SIGTERM stops the console with the broker, cleanly.
+        assert b.stop() == 0
     finally:
         b.kill()
 

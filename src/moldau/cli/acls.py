@@ -207,8 +207,7 @@ def current_text(r: Resource, acl: Iterable[AccessControlEntry]) -> str:
 # -- the AdminClient -------------------------------------------------------------------
 
 
-def binding(r: Resource, e: AccessControlEntry) -> Any:
-    """confluent-kafka's AclBinding of one entry on one resource pattern."""
+def _binding(r: Resource, e: AccessControlEntry) -> Any:
     ck: Any = confluent_kafka.admin
 
     return ck.AclBinding(
@@ -217,11 +216,7 @@ def binding(r: Resource, e: AccessControlEntry) -> Any:
     )  # fmt: skip
 
 
-def binding_filter(
-    r: tuple[ResourceType, str | None, PatternType] | None, e: AccessControlEntry | None = None
-) -> Any:
-    """confluent-kafka's AclBindingFilter: the ACLs of `r` (any resource if None; a
-    name of None: any name), or just those matching `e`."""
+def _filter(r: Resource | None, e: AccessControlEntry | None = None) -> Any:
     ck: Any = confluent_kafka.admin
     rt, name, pt = (ResourceType.ANY, None, PatternType.ANY) if r is None else r
     return ck.AclBindingFilter(
@@ -232,8 +227,7 @@ def binding_filter(
     )  # fmt: skip
 
 
-def from_binding(b: Any) -> tuple[Resource, AccessControlEntry]:
-    """An AclBinding the broker described, as our model's pattern and entry."""
+def _from_binding(b: Any) -> tuple[Resource, AccessControlEntry]:
     r = (ResourceType(b.restype.value), b.name, PatternType(b.resource_pattern_type.value))
     e = AccessControlEntry(
         b.principal, b.host, AclOperation(b.operation.value),
@@ -279,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             # An ACL that exists already is added again: the broker keeps one.
             print(adding_text(r, acl))
-            for f in admin.create_acls([binding(r, e) for e in acl]).values():
+            for f in admin.create_acls([_binding(r, e) for e in acl]).values():
                 wait(f, "the ACLs to be created")
         return 0
     if args.remove:
@@ -289,13 +283,13 @@ def run(args: argparse.Namespace) -> int:
                 question = (
                     f"Are you sure you want to delete all ACLs for resource filter `{shown}`? (y/n)"
                 )
-                filters = [binding_filter(r)]
+                filters = [_filter(r)]
             else:
                 question = (
                     f"Are you sure you want to remove ACLs: {NL} {_lines(acl)}{NL} "
                     f"from resource filter `{shown}`? (y/n)"
                 )
-                filters = [binding_filter(r, e) for e in acl]
+                filters = [_filter(r, e) for e in acl]
             if _confirm(args, question):
                 for f in admin.delete_acls(filters).values():
                     wait(f, "the ACLs to be deleted")
@@ -304,8 +298,8 @@ def run(args: argparse.Namespace) -> int:
     found = resources(args)
     listed: dict[Resource, set[AccessControlEntry]] = {}
     for r in found or [None]:  # type: ignore[list-item]
-        for b in wait(admin.describe_acls(binding_filter(r)), "the ACLs"):
-            pattern, e = from_binding(b)
+        for b in wait(admin.describe_acls(_filter(r)), "the ACLs"):
+            pattern, e = _from_binding(b)
             listed.setdefault(pattern, set()).add(e)
     principals = [parse_principal(p) for p in args.principal]
     if not principals:

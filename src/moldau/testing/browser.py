@@ -33,6 +33,7 @@ class ConsoleProcess:
         self.cmd += ["--port", "0", *args]
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
         self.url = ""
 
     def start(self, timeout: float = 30.0) -> ConsoleProcess:
@@ -40,7 +41,8 @@ class ConsoleProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=log)
         ready = threading.Event()
-        threading.Thread(target=self._read, args=(ready,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(ready,), daemon=True)
+        self._reader.start()
         if not ready.wait(timeout) or not self.url:
             self.kill()
             raise RuntimeError(f"moldau ui did not start; see {self.log_path}")
@@ -48,32 +50,34 @@ class ConsoleProcess:
 
     def _read(self, ready: threading.Event) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        # The pipe is closed here, at its end (the process gone), not left to the
-        # garbage collector's ResourceWarning.
-        with self.proc.stdout as out:
-            for raw in out:
-                url = console_url(raw.decode(errors="replace"))
-                if url:
-                    self.url = url
-                    ready.set()
+        for raw in self.proc.stdout:
+            url = console_url(raw.decode(errors="replace"))
+            if url:
+                self.url = url
+                ready.set()
         ready.set()
+        self.proc.stdout.close()
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait; returns the exit code."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
+        """SIGTERM and wait; returns the exit code (kill -9 if it takes longer)."""
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
+            try:
+                self.proc.wait(timeout)
+            finally:
+                self.kill()  # nothing left to do once it has exited
+        return self.proc.returncode if self.proc is not None else 0
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self._join_reader()
+
+    def _join_reader(self) -> None:
+        """The reader closes the pipe at its end of file, which follows the exit."""
+        if self._reader is not None:
+            self._reader.join(10)
 
     def __enter__(self) -> ConsoleProcess:
         return self.start()

@@ -11,12 +11,12 @@ of the high watermarks (ListOffsets). Bytes out has no protocol counterpart."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moldau.ui.history import Rate
+from moldau.ui.offsets import LATEST, Partition, leader_sizes, list_offsets
 
 if TYPE_CHECKING:
     import aiohttp
@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_LOG_DIRS = 35
-DESCRIBE_LOG_DIRS_VERSION = 4  # the newest both Moldau and Kafka 4.x serve
 #: Kafka's BrokerTopicMetrics as the JMX exporter names them (moldau.server.metrics).
 METRICS = {
     "bytes_in": "kafka_server_brokertopicmetrics_bytesin",
@@ -34,8 +32,6 @@ METRICS = {
     "messages_in": "kafka_server_brokertopicmetrics_messagesin",
 }
 SERIES = ("bytes_in", "bytes_out", "messages_in")
-
-Partition = tuple[str, int]
 
 
 @dataclass
@@ -128,42 +124,13 @@ class ViewSampler:
         return view
 
     async def _sizes_and_offsets(self, view: ClusterView) -> None:
-        """Each partition's size on its leader (DescribeLogDirs to every live
-        broker) and its high watermark (ListOffsets)."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-        async def log_dirs(b: Broker) -> Any:
-            return await self.cluster.call(
-                (b.host, b.port), DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, {"topics": None}
-            )
-
-        live = [b for b in view.brokers.values() if b.online]
-        answers = await asyncio.gather(*(log_dirs(b) for b in live), return_exceptions=True)
-        for b, answer in zip(live, answers, strict=True):
-            if isinstance(answer, BaseException):
-                continue
-            for result in answer.results:
-                for t in result.topics:
-                    parts = view.topics.get(str(t.name), {})
-                    for p in t.partitions:
-                        info = parts.get(int(p.partition_index))
-                        if info is not None and info.leader == b.id and not p.is_future_key:
-                            key = (str(t.name), int(p.partition_index))
-                            view.sizes[key] = view.sizes.get(key, 0) + int(p.partition_size)
-        wanted = {
-            TopicPartition(t, i): OffsetSpec.latest()  # type: ignore[no-untyped-call]
-            for t, ps in view.topics.items()
-            for i, p in ps.items()
-            if p.leader >= 0
-        }
-        if not wanted:
-            return
-        futures = self.cluster.admin.list_offsets(wanted, request_timeout=5)
-        for tp, fut in futures.items():
-            with contextlib.suppress(Exception):
-                result = await self.cluster.wait(fut)
-                view.high_watermarks[(tp.topic, tp.partition)] = int(result.offset)
+        """Each partition's size on its leader and its high watermark."""
+        leaders = {(t, i): p.leader for t, ps in view.topics.items() for i, p in ps.items()}
+        live = {b.id: (b.host, b.port) for b in view.brokers.values() if b.online}
+        view.sizes = await leader_sizes(self.cluster, live, leaders)
+        view.high_watermarks = await list_offsets(
+            self.cluster, [k for k, leader in leaders.items() if leader >= 0], LATEST
+        )
 
     def _topic_throughput(self, view: ClusterView, now_ms: int) -> None:
         totals: dict[str, int] = {}
