@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from moldau.cli.acls import resource_to_entries
+from moldau.cli.acls import binding, resource_to_entries
 from moldau.cli.errors import CliError
 from moldau.security.acl import AclOperation, PatternType, ResourceType
 from moldau.storage.partition_name import TopicPartition
@@ -110,10 +110,14 @@ def test_acl_form_becomes_the_tools_arguments() -> None:
         ("User:bob", "*", "DENY")
     }
     consumer = {"resourceType": "group", "name": "g", "principal": "User:a", "preset": "consumer"}
-    ((_, entries),) = resource_to_entries(acl_args(consumer)).items()
+    ((group, entries),) = resource_to_entries(acl_args(consumer)).items()
     assert [e.operation for e in entries] == [AclOperation.READ]
-    row = acl_json(resource, entries[0])
-    assert acl_from_json(row) == (resource, entries[0])
+    row = acl_json(binding(group, entries[0]))
+    assert row == {"resourceType": "GROUP", "name": "g", "patternType": "LITERAL",
+                   "principal": "User:a", "host": "*", "operation": "READ",
+                   "permission": "ALLOW"}  # fmt: skip
+    exact = acl_from_json(row)
+    assert (exact.restype.name, exact.name, exact.operation.name) == ("GROUP", "g", "READ")
 
 
 @pytest.mark.parametrize(

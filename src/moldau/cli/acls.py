@@ -207,7 +207,8 @@ def current_text(r: Resource, acl: Iterable[AccessControlEntry]) -> str:
 # -- the AdminClient -------------------------------------------------------------------
 
 
-def _binding(r: Resource, e: AccessControlEntry) -> Any:
+def binding(r: Resource, e: AccessControlEntry) -> Any:
+    """confluent-kafka's AclBinding of one entry on one resource pattern."""
     ck: Any = confluent_kafka.admin
 
     return ck.AclBinding(
@@ -273,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             # An ACL that exists already is added again: the broker keeps one.
             print(adding_text(r, acl))
-            for f in admin.create_acls([_binding(r, e) for e in acl]).values():
+            for f in admin.create_acls([binding(r, e) for e in acl]).values():
                 wait(f, "the ACLs to be created")
         return 0
     if args.remove:

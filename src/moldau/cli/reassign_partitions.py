@@ -324,6 +324,11 @@ class Cluster:
                     )
         return errors
 
+    def cancel(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, str]:
+        """Cancel the reassignments of `partitions` (no target replicas: back to the
+        replicas they had); the error of each that could not be cancelled."""
+        return self.alter(dict.fromkeys(TopicPartition(t, p) for t, p in partitions))
+
     def alter_configs(self, changes: ConfigChanges) -> None:
         """IncrementalAlterConfigs: for each (resource type, name), set (or, None,
         delete) configs."""
@@ -538,7 +543,7 @@ def cancel(cluster: Cluster, args: argparse.Namespace) -> int:
     if not active:
         print("None of the specified partition reassignments are active.")
     else:
-        errors = cluster.alter(dict.fromkeys(active))
+        errors = cluster.cancel(active)
         if errors:
             plural = "" if len(errors) == 1 else "s"
             return _failed(f"Error cancelling partition reassignment{plural} for:", errors)

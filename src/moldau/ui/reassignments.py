@@ -20,7 +20,6 @@ from moldau.cli.get_offsets import LIST_OFFSETS_VERSION, list_offsets_answers, l
 from moldau.cli.leader_requests import Answer, Partition
 from moldau.cli.reassign_partitions import Cluster
 from moldau.protocol.apis import ApiKey
-from moldau.storage.partition_name import TopicPartition
 
 EARLIEST, LATEST = -2, -1
 DEBUGGING_REPLICA = -2
@@ -48,15 +47,14 @@ class Offsets:
 
 
 def progress_rows(
-    ongoing: Mapping[TopicPartition, Any], leaders: Mapping[Partition, int], offsets: Offsets
+    ongoing: Mapping[Partition, Any], leaders: Mapping[Partition, int], offsets: Offsets
 ) -> list[dict[str, Any]]:
     """A row per reassignment: its replicas, those being added and removed, the
     leader, and each adding replica's catch-up fraction; `fraction` is the least of
     them (the reassignment completes when the last one has caught up)."""
     rows = []
-    for tp in sorted(ongoing):
-        r = ongoing[tp]
-        key = (tp.topic, tp.partition)
+    for key in sorted(ongoing):
+        r = ongoing[key]
         start, end = offsets.starts.get(key), offsets.ends.get(key)
         adding = []
         for broker in r.adding_replicas:
@@ -69,8 +67,8 @@ def progress_rows(
             adding.append({"broker": broker, "offset": offset, "fraction": fraction})
         rows.append(
             {
-                "topic": tp.topic,
-                "partition": tp.partition,
+                "topic": key[0],
+                "partition": key[1],
                 "replicas": list(r.replicas),
                 "adding": list(r.adding_replicas),
                 "removing": list(r.removing_replicas),
@@ -97,17 +95,17 @@ async def reassignments(cluster: Any) -> list[dict[str, Any]]:
     md = await cluster.metadata()
     addresses = {int(b.id): (str(b.host), int(b.port)) for b in md.brokers.values()}
     leaders: dict[Partition, int] = {}
-    for tp in ongoing:
-        topic = md.topics.get(tp.topic)
-        partition = topic.partitions.get(tp.partition) if topic is not None else None
-        leaders[(tp.topic, tp.partition)] = int(partition.leader) if partition else -1
+    for t, p in ongoing:
+        topic = md.topics.get(t)
+        partition = topic.partitions.get(p) if topic is not None else None
+        leaders[(t, p)] = int(partition.leader) if partition else -1
     by_leader: dict[int, list[Partition]] = {}
     for key, leader in leaders.items():
         by_leader.setdefault(leader, []).append(key)
     by_replica: dict[int, list[Partition]] = {}
-    for tp, r in ongoing.items():
+    for key, r in ongoing.items():
         for broker in r.adding_replicas:
-            by_replica.setdefault(broker, []).append((tp.topic, tp.partition))
+            by_replica.setdefault(broker, []).append(key)
 
     async def ask(broker: int, timestamp: int, parts: Sequence[Partition], replica: int) -> Any:
         address = addresses.get(broker)
@@ -137,10 +135,7 @@ async def reassignments(cluster: Any) -> list[dict[str, Any]]:
 async def cancel(cluster: Any, partitions: Iterable[Partition]) -> dict[str, str]:
     """Cancel the reassignments of `partitions` (AlterPartitionReassignments with no
     replicas); the error of each one that could not be cancelled."""
-    targets: dict[TopicPartition, list[int] | None] = {
-        TopicPartition(t, p): None for t, p in partitions
-    }
-    errors = await cluster.run(reassign_cluster(cluster).alter, targets)
+    errors = await cluster.run(reassign_cluster(cluster).cancel, list(partitions))
     return {str(tp): message for tp, message in errors.items()}
 
 

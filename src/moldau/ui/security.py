@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+import confluent_kafka.admin
 from confluent_kafka import KafkaError, KafkaException
 
 # Exported by confluent_kafka.admin, though its stubs do not say so.
@@ -24,26 +25,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialUpsertion,
 )
 
-from moldau.cli.acls import (
-    Resource,
-    binding,
-    binding_filter,
-    from_binding,
-    parse_operation,
-    parse_principal,
-    resource_to_entries,
-)
+from moldau.cli.acls import binding, parse_principal, resource_to_entries
 from moldau.cli.common import TIMEOUT_S, BrokerWatch, wait_result
 from moldau.cli.errors import CliError
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.security.acl import (
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-)
+
+ck: Any = confluent_kafka.admin  # its enums and AclBinding(Filter), untyped
 
 #: The console's resource types, each the `moldau acls` flag that names one.
 RESOURCE_FLAGS = {
@@ -112,35 +100,50 @@ def acl_args(form: Mapping[str, Any]) -> argparse.Namespace:
     return args
 
 
-def acl_json(r: Resource, e: AccessControlEntry) -> dict[str, str]:
+def acl_json(b: Any) -> dict[str, str]:
+    """An AclBinding (confluent-kafka's) as a row of the page, by Kafka's names."""
+    kind = str(b.restype.name)
     return {
-        "resourceType": r[0].name,
-        "name": r[1],
-        "patternType": r[2].name,
-        "principal": e.principal,
-        "host": e.host,
-        "operation": e.operation.name,
-        "permission": e.permission.name,
+        "resourceType": "CLUSTER" if kind == "BROKER" else kind,
+        "name": b.name,
+        "patternType": b.resource_pattern_type.name,
+        "principal": b.principal,
+        "host": b.host,
+        "operation": b.operation.name,
+        "permission": b.permission_type.name,
     }
 
 
-def acl_from_json(row: Mapping[str, Any]) -> tuple[Resource, AccessControlEntry]:
-    """One ACL as acl_json writes it (a row of the list, to delete)."""
+def acl_from_json(row: Mapping[str, Any]) -> Any:
+    """The AclBindingFilter that matches exactly the ACL of a row (to delete it)."""
     try:
-        r = (
-            ResourceType[str(row["resourceType"]).upper().replace("-", "_")],
-            str(row["name"]),
-            PatternType[str(row["patternType"]).upper()],
-        )
-        e = AccessControlEntry(
-            parse_principal(str(row["principal"])),
-            str(row.get("host") or "*"),
-            parse_operation(str(row["operation"])),
-            AclPermissionType[str(row["permission"]).upper()],
-        )
+        return ck.AclBindingFilter(
+            _resource_type(row["resourceType"]), str(row["name"]),
+            ck.ResourcePatternType[str(row["patternType"]).upper()],
+            parse_principal(str(row["principal"])), str(row.get("host") or "*"),
+            ck.AclOperation[str(row["operation"]).upper()],
+            ck.AclPermissionType[str(row["permission"]).upper()],
+        )  # fmt: skip
     except KeyError as missing:
         raise CliError(f"the ACL has no valid {missing}") from None
-    return r, e
+
+
+def acl_filter(form: Mapping[str, Any]) -> Any:
+    """A list filter: a resource type (any), a name (any), how the name matches (any;
+    `match` also finds the wildcard and prefixed ACLs that apply to the name)."""
+    try:
+        pattern = ck.ResourcePatternType[str(form.get("patternType") or "any").upper()]
+        kind = _resource_type(form.get("resourceType") or "any")
+    except KeyError as unknown:
+        raise CliError(f"unknown resource or pattern type {unknown}") from None
+    return ck.AclBindingFilter(kind, str(form.get("name") or "") or None, pattern, None, None,
+                               ck.AclOperation.ANY, ck.AclPermissionType.ANY)  # fmt: skip
+
+
+def _resource_type(name: object) -> Any:
+    """confluent-kafka's ResourceType by Kafka's name (its BROKER is Kafka's CLUSTER)."""
+    key = str(name).upper().replace("-", "_")
+    return ck.ResourceType["BROKER" if key == "CLUSTER" else key]
 
 
 # -- from the cluster ----------------------------------------------------------------
@@ -157,41 +160,25 @@ async def has_authorizer(cluster: Any) -> bool:
         ApiKey.DESCRIBE_ACLS,
         2,
         {
-            "resource_type_filter": int(ResourceType.TOPIC),
+            "resource_type_filter": ck.ResourceType.TOPIC.value,
             "resource_name_filter": "",
-            "pattern_type_filter": int(PatternType.LITERAL),
+            "pattern_type_filter": ck.ResourcePatternType.LITERAL.value,
             "principal_filter": None,
             "host_filter": None,
-            "operation": int(AclOperation.ANY),
-            "permission_type": int(AclPermissionType.ANY),
+            "operation": ck.AclOperation.ANY.value,
+            "permission_type": ck.AclPermissionType.ANY.value,
         },
     )
     return bool(response.error_code != ErrorCode.security_disabled)
 
 
-def acl_filter(form: Mapping[str, Any]) -> tuple[ResourceType, str | None, PatternType]:
-    """The resource part of a list filter: a type (any), a name (any) and how the
-    name matches (any; `match` also finds the wildcard and prefixed ACLs that
-    apply to the name)."""
-    try:
-        kind = str(form.get("resourceType") or "any").upper().replace("-", "_")
-        pattern = str(form.get("patternType") or "any").upper()
-        return ResourceType[kind], str(form.get("name") or "") or None, PatternType[pattern]
-    except KeyError as unknown:
-        raise CliError(f"unknown resource or pattern type {unknown}") from None
-
-
 def list_acls(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> list[dict[str, str]]:
     """The ACLs matching a filter form, sorted; a principal in the form keeps only
     that principal's, as `moldau acls --list --principal`."""
-    result = _wait(admin, bootstrap, admin.describe_acls(binding_filter(acl_filter(form))))
+    result = _wait(admin, bootstrap, admin.describe_acls(acl_filter(form)))
     principal = str(form.get("principal") or "").strip()
     wanted = parse_principal(principal) if principal else None
-    rows = [
-        acl_json(r, e)
-        for r, e in map(from_binding, result)
-        if wanted is None or e.principal == wanted
-    ]
+    rows = [acl_json(b) for b in result if wanted is None or b.principal == wanted]
     return sorted(rows, key=lambda a: tuple(a.values()))
 
 
@@ -210,15 +197,14 @@ def add_acls(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> list[dict[s
                            "when trying to add ACLs.")  # fmt: skip
         for future in admin.create_acls([binding(r, e) for e in acl]).values():
             _wait(admin, bootstrap, future)
-        added += [acl_json(r, e) for e in acl]
+        added += [acl_json(binding(r, e)) for e in acl]
     return added
 
 
 def delete_acl(admin: Any, bootstrap: str, row: Mapping[str, Any]) -> int:
     """DeleteAcls for exactly one ACL (a row of the list); how many went."""
-    r, e = acl_from_json(row)
     deleted = 0
-    for future in admin.delete_acls([binding_filter(r, e)]).values():
+    for future in admin.delete_acls([acl_from_json(row)]).values():
         deleted += len(_wait(admin, bootstrap, future))
     return deleted
 
