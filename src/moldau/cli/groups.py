@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -108,6 +109,16 @@ _INACTIVE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 _REBALANCING = frozenset(
     {ConsumerGroupState.PREPARING_REBALANCING, ConsumerGroupState.COMPLETING_REBALANCING}
 )
+
+#: A group's coordinator moving or loading: asked again (Kafka's retriable errors).
+_COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+_RETRY_S = 0.2
 
 _DURATION = re.compile(
     r"([-+]?)P(?:([-+]?\d+)D)?"
@@ -799,26 +810,38 @@ class GroupCommand:
 
     def describe_groups(self, groups: Sequence[str]) -> dict[str, ConsumerGroupDescription | None]:
         """Each group's description; None for a group that does not exist (Kafka
-        describes it as Dead; newer brokers answer GROUP_ID_NOT_FOUND)."""
-        if not groups:
-            return {}
-        futures = self._call(
-            self.admin.describe_consumer_groups, list(groups), request_timeout=TIMEOUT_S
-        )
+        describes it as Dead; newer brokers answer GROUP_ID_NOT_FOUND). A
+        coordinator that is moving or loading is asked again until the timeout, as
+        Kafka's admin client does (librdkafka gives up: on a new Kafka cluster the
+        first describe meets the offsets topic being created)."""
+        deadline = time.monotonic() + TIMEOUT_S
         described: dict[str, ConsumerGroupDescription | None] = {}
-        for group in groups:
-            try:
-                description = wait_result(
-                    self.admin, self.watch, futures[group], f"group '{group}' to be described"
-                )
-            except KafkaException as e:
-                err = kafka_error(e)
-                if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                    described[group] = None
+        pending = list(dict.fromkeys(groups))
+        while pending:
+            futures = self._call(
+                self.admin.describe_consumer_groups, pending, request_timeout=TIMEOUT_S
+            )
+            again: list[str] = []
+            for group in pending:
+                try:
+                    description = wait_result(
+                        self.admin, self.watch, futures[group], f"group '{group}' to be described"
+                    )
+                except KafkaException as e:
+                    err = kafka_error(e)
+                    code = err.code() if err is not None else None
+                    if code == KafkaError.GROUP_ID_NOT_FOUND:
+                        described[group] = None
+                    elif code in _COORDINATOR_MOVING and time.monotonic() < deadline:
+                        again.append(group)
+                    else:
+                        raise self._error(e) from None
                     continue
-                raise self._error(e) from None
-            dead = getattr(description, "state", None) in (None, ConsumerGroupState.DEAD)
-            described[group] = None if dead else description
+                dead = getattr(description, "state", None) in (None, ConsumerGroupState.DEAD)
+                described[group] = None if dead else description
+            pending = again
+            if pending:
+                time.sleep(_RETRY_S)
         return described
 
     def committed(self, group: str) -> dict[Partition, int]:
