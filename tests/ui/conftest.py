@@ -19,12 +19,13 @@ pytestmark = pytest.mark.ui
 
 @pytest.fixture(scope="module")
 def ui_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker with the console beside it; its metrics endpoint on too."""
+    """Two brokers in one process (`--brokers 2`) with the console beside them, and
+    their metrics endpoints on; `bootstrap` is broker 1's."""
     data = tmp_path_factory.mktemp("ui") / "data"
     b = BrokerProcess(
         data,
         {"group.initial.rebalance.delay.ms": "0"},
-        serve_args=["--ui-port", "0", "--metrics-port", "0"],
+        serve_args=["--brokers", "2", "--ui-port", "0", "--metrics-port", "0"],
     )
     with serving_console(b):
         yield b

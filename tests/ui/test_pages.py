@@ -27,9 +27,9 @@ def admin(ui_broker: BrokerProcess) -> AdminClient:
 
 @pytest.fixture
 def topic(admin: AdminClient) -> Iterator[str]:
-    """A topic of the test's own with two partitions, made by a client."""
+    """A topic of the test's own with two partitions on both brokers, made by a client."""
     name = f"ui-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(name, 2, 1, config={"retention.ms": "3600000"})])[name].result(10)
+    admin.create_topics([NewTopic(name, 2, 2, config={"retention.ms": "3600000"})])[name].result(10)
     yield name
 
 
@@ -43,6 +43,8 @@ def test_cluster_page_shows_the_broker_and_live_charts(page: Any, ui_broker: Bro
     page.goto("/")
     expect(page.locator("#brokers")).to_contain_text(f"127.0.0.1:{ui_broker.port}")
     expect(page.locator("[data-broker='1']")).to_have_text("online")
+    expect(page.locator("[data-broker='2']")).to_have_text("online")
+    expect(page.locator(".card", has_text="Brokers online")).to_contain_text("2 / 2")
     expect(page.locator("nav a.active")).to_have_text("Cluster")
     # The broker's own metrics endpoint feeds the charts (serve knows it).
     expect(page.get_by_text("From the brokers' metrics endpoints")).to_be_visible()
@@ -93,10 +95,12 @@ def test_topic_page_shows_partitions_and_edits_configs(
     page.goto(f"#/topic/{topic}")
     rows = page.locator("#partitions tbody tr")
     expect(rows).to_have_count(2)
-    # partition, leader, replicas, ISR, log start, high watermark, last stable, size
-    expect(rows.nth(1).locator("td")).to_have_text(
-        ["1", "1", "1", "1", "0", "3", "3", re.compile("B")]
-    )
+    # As a client sees it: partition, leader, replicas, ISR, log start, high
+    # watermark, last stable offset, size.
+    p = admin.list_topics(topic, timeout=10).topics[topic].partitions[1]
+    shown = [str(p.leader), ", ".join(map(str, p.replicas)), ", ".join(map(str, p.isrs))]
+    assert len(p.isrs) == 2
+    expect(rows.nth(1).locator("td")).to_have_text(["1", *shown, "0", "3", "3", re.compile("B$")])
     retention = page.locator("#configs").get_by_role("row", name=re.compile(r"^retention\.ms "))
     expect(retention).to_contain_text("3600000")
     expect(retention).to_contain_text("dynamic topic")
@@ -133,7 +137,13 @@ def test_a_record_from_a_client_shows_in_the_browser(
     expect(row.locator("pre").nth(1)).to_have_text(json.dumps(json.loads(value), indent=2))
     page.locator("#browse [name=format]").select_option("hex")
     expect(row.locator("pre").first).to_have_text("6b 2d 31 37")  # k-17
-    # A filter keeps the matching record only; one partition, from an offset.
+    # Nothing is that late; a filter keeps the matching record only; one partition,
+    # from an offset.
+    page.locator("#browse [name=from]").select_option("timestamp")
+    page.locator("#browse [name=timestamp]").fill("2999-01-01T00:00:00")
+    page.locator("#browse").get_by_role("button").click()
+    expect(records).to_have_count(0)
+    page.locator("#browse [name=from]").select_option("beginning")
     page.locator("#browse [name=format]").select_option("text")
     page.locator("#browse [name=filter]").fill("plain")
     page.locator("#browse").get_by_role("button").click()

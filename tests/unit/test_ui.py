@@ -79,3 +79,14 @@ def test_int_param_says_which_parameter_is_wrong() -> None:
         int_param("x", "limit")
     with pytest.raises(UiError, match="limit must be at least 1, got 0"):
         int_param(0, "limit", 1)
+
+
+def test_the_console_commands_refuse_a_port_out_of_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from moldau.cli.main import main
+
+    assert main(["ui", "--bootstrap-server", "localhost:9092", "--port", "70000"]) != 0
+    assert "moldau ui: --port 70000 is not a valid port" in capsys.readouterr().err
+    assert main(["serve", "--ui-port", "-1"]) != 0
+    assert "moldau serve: --ui-port -1 is not a valid port" in capsys.readouterr().err

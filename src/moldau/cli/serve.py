@@ -257,13 +257,13 @@ def run(args: argparse.Namespace) -> int:
     from moldau.protocol.errors import KafkaError
     from moldau.server.event_loop import loop_factory
 
+    if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
+        raise CliError(f"--ui-port {args.ui_port} is not a valid port")
     logging.basicConfig(
         level=args.log_level,
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
     raise_open_files_limit()
-    if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
-        raise CliError(f"--ui-port {args.ui_port} is not a valid port")
     try:
         props = broker_properties(args)
         configs = [BrokerConfig(p) for p in cluster_properties(props, args.brokers)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -109,37 +110,49 @@ def read(
     conf: dict[str, Any], topic: str, w: Window, limit: int, text: str, newest: bool
 ) -> dict[str, Any]:
     """Read the window (blocking: on the client's threads). `newest`: keep the
-    last `limit` matches by timestamp rather than the first."""
+    last `limit` matches by timestamp rather than the first. Each partition keeps
+    at most `limit` records (its newest, or its first), already cut to
+    MAX_FIELD_BYTES a field, so memory stays bounded whatever the topic holds."""
     from confluent_kafka import Consumer, TopicPartition
 
     todo = {p: start for p, start in w.starts.items() if start < w.ends[p]}
-    found: list[Any] = []
+    kept: dict[Partition, deque[dict[str, Any]]] = {p: deque(maxlen=limit) for p in todo}
+    found = 0
     scanned = 0
     if todo:
-        consumer = Consumer({**conf, "group.id": "moldau-ui-browser", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                **conf,
+                "group.id": "moldau-ui-browser",
+                "enable.auto.commit": False,
+                # librdkafka's prefetch queue, bounded too (its default is 64 MiB).
+                "queued.max.messages.kbytes": 8192,
+            }
+        )
         try:
             consumer.assign([TopicPartition(t, p, off) for (t, p), off in todo.items()])
             deadline = time.monotonic() + BROWSE_TIMEOUT_S
             while todo and scanned < MAX_SCANNED and time.monotonic() < deadline:
-                if not newest and len(found) >= limit:
+                if not newest and found >= limit:
                     break
                 for m in consumer.consume(500, timeout=0.2):
-                    if m.error() is not None:
-                        continue
                     key = (m.topic(), m.partition())
-                    if key not in todo:
+                    if m.error() is not None or key not in todo:
                         continue
                     if (m.offset() or 0) + 1 >= w.ends[key]:
                         del todo[key]
                     scanned += 1
-                    if not text or matches(m, text):
-                        found.append(m)
+                    if (not text or matches(m, text)) and (newest or found < limit):
+                        kept[key].append(record_json(m))
+                        found += 1
         finally:
             consumer.close()
-    found.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()))
-    kept = found[-limit:] if newest else found[:limit]
+    records = sorted(
+        (r for ring in kept.values() for r in ring),
+        key=lambda r: (r["timestamp"] or 0, r["partition"], r["offset"]),
+    )
     return {
-        "records": [record_json(m) for m in kept],
+        "records": records[-limit:] if newest else records[:limit],
         "scanned": scanned,
         "complete": not todo,
     }

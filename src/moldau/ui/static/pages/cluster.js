@@ -2,7 +2,7 @@
 import { getJSON } from "../api.js";
 import { lineChart } from "../chart.js";
 import { card, el, table } from "../dom.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 const CHARTS = [
   ["cluster.bytes_in", "Bytes in per second", "B"],

@@ -4,7 +4,7 @@
 import { getJSON, sendJSON } from "../api.js";
 import { lineChart } from "../chart.js";
 import { card, el, table } from "../dom.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 const SCENARIOS = ["to-earliest", "to-latest", "to-current", "to-offset", "shift-by", "to-datetime", "by-duration"];
 const HINTS = { "to-offset": "offset", "shift-by": "±n", "to-datetime": "2026-01-31T12:00:00", "by-duration": "PT1H" };

@@ -1,7 +1,7 @@
 // #/groups: every consumer group with its state, protocol, assignor, members and lag.
 import { getJSON } from "../api.js";
 import { el, link, table } from "../dom.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 export function render(main) {
   const body = el("div");

@@ -4,7 +4,7 @@
 import { getJSON, sendJSON } from "../api.js";
 import { el, table } from "../dom.js";
 import { progressBar } from "../progress.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 const ids = list => (list.length ? list.join(", ") : "–");
 

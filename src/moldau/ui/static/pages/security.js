@@ -3,7 +3,7 @@
 // says so instead of listing ACLs.
 import { getJSON, sendJSON } from "../api.js";
 import { el, table } from "../dom.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 const TYPES = ["topic", "group", "cluster", "transactional-id", "delegation-token"];
 const OPERATIONS = ["All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",

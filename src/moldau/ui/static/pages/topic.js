@@ -3,7 +3,7 @@
 import { getJSON, sendJSON } from "../api.js";
 import { bytes, el, link, table } from "../dom.js";
 import { showError } from "../app.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 function configForm(name, refresh) {
   const key = el("input", { name: "key", placeholder: "retention.ms" });

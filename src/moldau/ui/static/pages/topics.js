@@ -3,7 +3,7 @@
 import { getJSON, sendJSON } from "../api.js";
 import { bytes, el, link, rate, table } from "../dom.js";
 import { showError } from "../app.js";
-import { poll } from "./poll.js";
+import { poll } from "../poll.js";
 
 function createForm(refresh) {
   const name = el("input", { name: "name", placeholder: "name", required: true });
