@@ -3,6 +3,7 @@ lag and a reassignment's progress are counted,."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +19,13 @@ from moldau.ui.groups import (
     total_lag,
 )
 from moldau.ui.reassignments import Offsets, catch_up_fraction, progress_rows
-from moldau.ui.security import acl_args, acl_from_json, acl_json
+from moldau.ui.security import (
+    NO_AUTHORIZER,
+    acl_args,
+    acl_from_json,
+    acl_json,
+    acls_unreadable,
+)
 
 
 def test_total_lag_counts_only_partitions_with_a_known_end() -> None:
@@ -132,3 +139,36 @@ def test_acl_form_becomes_the_tools_arguments() -> None:
 def test_acl_form_mistakes(form: dict[str, object], message: str) -> None:
     with pytest.raises(CliError, match=message):
         resource_to_entries(acl_args(form))
+
+
+class FakeCluster:
+    """One broker that answers DescribeAcls with `code`."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.answer = SimpleNamespace(error_code=code, error_message=message)
+        self.asked: list[tuple[object, ...]] = []
+
+    async def metadata(self) -> object:
+        return SimpleNamespace(brokers={1: SimpleNamespace(host="h", port=9092)})
+
+    async def call(self, address: object, api_key: int, version: int, fields: object) -> object:
+        self.asked.append((address, api_key))
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "note"),
+    [
+        (0, None, None),
+        (54, "No Authorizer is configured", NO_AUTHORIZER),
+        (
+            31,
+            "Cluster authorization failed.",
+            "CLUSTER_AUTHORIZATION_FAILED: Cluster authorization failed.",
+        ),
+    ],
+)
+def test_why_the_acls_cannot_be_listed(code: int, message: str | None, note: str | None) -> None:
+    cluster = FakeCluster(code, message)
+    assert asyncio.run(acls_unreadable(cluster)) == note
+    assert cluster.asked == [(("h", 9092), 29)]

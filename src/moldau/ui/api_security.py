@@ -14,8 +14,10 @@ from moldau.ui.json import UiError, body, ok
 
 def routes(cluster: ClusterClient) -> list[web.RouteDef]:
     async def list_acls(request: web.Request) -> web.Response:
-        if not await security.has_authorizer(cluster):
-            return ok({"authorizer": False, "note": security.NO_AUTHORIZER, "acls": []})
+        unreadable = await security.acls_unreadable(cluster)
+        if unreadable is not None:
+            return ok({"authorizer": unreadable != security.NO_AUTHORIZER,
+                       "note": unreadable, "acls": []})  # fmt: skip
         form = dict(request.query)
         found = await run_cli(cluster, security.list_acls, cluster.admin, cluster.bootstrap, form)
         return ok({"authorizer": True, "note": None, "acls": found})

@@ -149,10 +149,11 @@ def _resource_type(name: object) -> Any:
 # -- from the cluster ----------------------------------------------------------------
 
 
-async def has_authorizer(cluster: Any) -> bool:
-    """Whether the cluster keeps ACLs: a DescribeAcls that matches nothing, over the
-    wire, answers SECURITY_DISABLED when not. (librdkafka drops that answer's error
-    and reports an empty list, which would read as "no ACLs".)"""
+async def acls_unreadable(cluster: Any) -> str | None:
+    """Why the ACLs cannot be listed (no authorizer, or the console may not), or None:
+    a DescribeAcls that matches nothing, over the wire. librdkafka drops that
+    answer's error (SECURITY_DISABLED, CLUSTER_AUTHORIZATION_FAILED) and reports an
+    empty list, which would read as "no ACLs"."""
     md = await cluster.metadata()
     broker = next(iter(md.brokers.values()))
     response = await cluster.call(
@@ -169,7 +170,12 @@ async def has_authorizer(cluster: Any) -> bool:
             "permission_type": ck.AclPermissionType.ANY.value,
         },
     )
-    return bool(response.error_code != ErrorCode.security_disabled)
+    code = ErrorCode(response.error_code)
+    if code == ErrorCode.security_disabled:
+        return NO_AUTHORIZER
+    if code != ErrorCode.none:
+        return f"{code.name.upper()}: {response.error_message or 'the ACLs cannot be listed'}"
+    return None
 
 
 def list_acls(admin: Any, bootstrap: str, form: Mapping[str, Any]) -> list[dict[str, str]]:
