@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 
 from moldau.cli.common import (
     TIMEOUT_S,
     BrokerWatch,
-    error_text,
     fetch_metadata,
     kafka_error,
     wait_result,
@@ -36,6 +35,10 @@ from moldau.cli.groups import (
 )
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.ui.json import kafka_message
+
+if TYPE_CHECKING:
+    from moldau.ui.cluster import ClusterClient
 
 #: The reset choices by the CLI's flag names (without --), and whether each takes a value.
 RESET_CHOICES: dict[str, bool] = {
@@ -151,8 +154,7 @@ def group_summaries(groups: ConsoleGroups) -> list[dict[str, Any]]:
     listings = groups.listings()
     ids = [str(g.group_id) for g in listings]
     described = groups.describe_groups(ids)
-    committed = {g: groups.committed(g) for g in ids}
-    log_end = _log_ends(groups, (tp for offsets in committed.values() for tp in offsets))
+    committed, log_end = _offsets(groups, ids)
     out = []
     for listing in listings:
         group = str(listing.group_id)
@@ -173,9 +175,7 @@ def group_summaries(groups: ConsoleGroups) -> list[dict[str, Any]]:
 
 def group_lags(groups: ConsoleGroups) -> dict[str, int]:
     """Each group's total lag now (for the lag history)."""
-    ids = [str(g.group_id) for g in groups.listings()]
-    committed = {g: groups.committed(g) for g in ids}
-    log_end = _log_ends(groups, (tp for offsets in committed.values() for tp in offsets))
+    committed, log_end = _offsets(groups, [str(g.group_id) for g in groups.listings()])
     return {g: total_lag(offsets, log_end) for g, offsets in committed.items()}
 
 
@@ -251,7 +251,7 @@ def delete_group(groups: ConsoleGroups, group: str) -> None:
         err = kafka_error(e)
         if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
             raise GroupNotFound(group) from None
-        raise CliError(_kafka_text(e)) from None
+        raise CliError(kafka_message(e)) from None
 
 
 def coordinator_of(groups: ConsoleGroups, group: str) -> tuple[str, int]:
@@ -261,7 +261,7 @@ def coordinator_of(groups: ConsoleGroups, group: str) -> tuple[str, int]:
 
 
 async def delete_offsets(
-    cluster: Any, group: str, partitions: Sequence[Partition]
+    cluster: ClusterClient, group: str, partitions: Sequence[Partition]
 ) -> dict[str, str]:
     """OffsetDelete (47) to the group's coordinator: `partitions`' committed offsets
     go; returns the partitions refused (a member still reads the topic:
@@ -275,7 +275,7 @@ async def delete_offsets(
     return offset_delete_errors(response)
 
 
-def console_groups(cluster: Any, args: argparse.Namespace | None = None) -> ConsoleGroups:
+def console_groups(cluster: ClusterClient, args: argparse.Namespace | None = None) -> ConsoleGroups:
     """The groups service of the console's cluster (a ClusterClient)."""
     return ConsoleGroups(cluster.admin, cluster.bootstrap, args)
 
@@ -287,20 +287,14 @@ def _description(groups: ConsoleGroups, group: str) -> Any:
     return d
 
 
-def _log_ends(
-    groups: ConsoleGroups, partitions: Iterable[Partition]
-) -> dict[Partition, int | None]:
-    wanted = set(partitions)
+def _offsets(
+    groups: ConsoleGroups, ids: Sequence[str]
+) -> tuple[dict[str, dict[Partition, int]], dict[Partition, int | None]]:
+    """Each group's committed offsets, and the log end offset of every partition
+    any of them has one for (one ListOffsets for all)."""
+    committed = {g: groups.committed(g) for g in ids}
+    wanted = {tp for offsets in committed.values() for tp in offsets}
     if not wanted:
-        return {}
+        return committed, {}
     metadata = fetch_metadata(groups.admin, groups.watch)
-    return groups.log_offsets(metadata, wanted, LATEST)
-
-
-def _kafka_text(exc: KafkaException) -> str:
-    err = kafka_error(exc)
-    if err is None:
-        return str(exc)
-    text = error_text(err)
-    name = str(err.name())
-    return name if text == name else f"{name}: {text}"
+    return committed, groups.log_offsets(metadata, wanted, LATEST)

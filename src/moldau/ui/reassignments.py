@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.cli.admin_call import CallError
 from moldau.cli.common import BrokerWatch
@@ -20,6 +20,9 @@ from moldau.cli.get_offsets import LIST_OFFSETS_VERSION, list_offsets_answers, l
 from moldau.cli.leader_requests import Answer, Partition
 from moldau.cli.reassign_partitions import Cluster
 from moldau.protocol.apis import ApiKey
+
+if TYPE_CHECKING:
+    from moldau.ui.cluster import ClusterClient
 
 EARLIEST, LATEST = -2, -1
 DEBUGGING_REPLICA = -2
@@ -82,14 +85,15 @@ def progress_rows(
     return rows
 
 
-def reassign_cluster(cluster: Any) -> Cluster:
+def reassign_cluster(cluster: ClusterClient) -> Cluster:
     """`moldau reassign-partitions`' view of the console's cluster (a ClusterClient)."""
     return Cluster(cluster.admin, BrokerWatch(cluster.bootstrap), cluster.config)
 
 
-async def reassignments(cluster: Any) -> list[dict[str, Any]]:
+async def reassignments(cluster: ClusterClient) -> list[dict[str, Any]]:
     """The reassignments in progress, each with its progress."""
-    ongoing = await cluster.run(reassign_cluster(cluster).ongoing)
+    found = await cluster.run(reassign_cluster(cluster).ongoing)
+    ongoing: dict[Partition, Any] = {(tp.topic, tp.partition): r for tp, r in found.items()}
     if not ongoing:
         return []
     md = await cluster.metadata()
@@ -127,12 +131,12 @@ async def reassignments(cluster: Any) -> list[dict[str, Any]]:
         ends.update(_offsets(await ask(leader, LATEST, parts, -1)))
     replicas: dict[tuple[int, Partition], int] = {}
     for broker, parts in by_replica.items():
-        found = _offsets(await ask(broker, LATEST, parts, DEBUGGING_REPLICA))
-        replicas.update({(broker, key): offset for key, offset in found.items()})
+        held = _offsets(await ask(broker, LATEST, parts, DEBUGGING_REPLICA))
+        replicas.update({(broker, key): offset for key, offset in held.items()})
     return progress_rows(ongoing, leaders, Offsets(starts, ends, replicas))
 
 
-async def cancel(cluster: Any, partitions: Iterable[Partition]) -> dict[str, str]:
+async def cancel(cluster: ClusterClient, partitions: Iterable[Partition]) -> dict[str, str]:
     """Cancel the reassignments of `partitions` (AlterPartitionReassignments with no
     replicas); the error of each one that could not be cancelled."""
     errors = await cluster.run(reassign_cluster(cluster).cancel, list(partitions))

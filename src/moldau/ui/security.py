@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import confluent_kafka.admin
 from confluent_kafka import KafkaError, KafkaException
@@ -26,10 +26,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from moldau.cli.acls import binding, parse_principal, resource_to_entries
-from moldau.cli.common import TIMEOUT_S, BrokerWatch, wait_result
+from moldau.cli.common import TIMEOUT_S, BrokerWatch, kafka_error, wait_result
 from moldau.cli.errors import CliError
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.ui.json import kafka_message
+
+if TYPE_CHECKING:
+    from moldau.ui.cluster import ClusterClient
 
 ck: Any = confluent_kafka.admin  # its enums and AclBinding(Filter), untyped
 
@@ -149,7 +153,7 @@ def _resource_type(name: object) -> Any:
 # -- from the cluster ----------------------------------------------------------------
 
 
-async def acls_unreadable(cluster: Any) -> str | None:
+async def acls_unreadable(cluster: ClusterClient) -> str | None:
     """Why the ACLs cannot be listed (no authorizer, or the console may not), or None:
     a DescribeAcls that matches nothing, over the wire. librdkafka drops that
     answer's error (SECURITY_DISABLED, CLUSTER_AUTHORIZATION_FAILED) and reports an
@@ -280,10 +284,7 @@ def _wait(admin: Any, bootstrap: str, future: Any) -> Any:
     try:
         return wait_result(admin, BrokerWatch(bootstrap), future, "the cluster")
     except KafkaException as e:
-        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-        if err is None:
-            raise CliError(str(e)) from None
-        if err.code() == KafkaError.SECURITY_DISABLED:
+        err = kafka_error(e)
+        if err is not None and err.code() == KafkaError.SECURITY_DISABLED:
             raise NoAuthorizer(str(err.str())) from None
-        name, text = str(err.name()), str(err.str())
-        raise CliError(name if text in ("", name) else f"{name}: {text}") from None
+        raise CliError(kafka_message(e)) from None
