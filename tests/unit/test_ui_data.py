@@ -4,6 +4,7 @@ lag and a reassignment's progress are counted,."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -12,12 +13,14 @@ from moldau.cli.acls import binding, resource_to_entries
 from moldau.cli.errors import CliError
 from moldau.security.acl import AclOperation, PatternType, ResourceType
 from moldau.storage.partition_name import TopicPartition
+from moldau.ui import api_groups
 from moldau.ui.groups import (
     offset_delete_errors,
     offset_delete_fields,
     reset_args,
     total_lag,
 )
+from moldau.ui.history import History
 from moldau.ui.reassignments import Offsets, catch_up_fraction, progress_rows
 from moldau.ui.security import (
     NO_AUTHORIZER,
@@ -172,3 +175,39 @@ def test_why_the_acls_cannot_be_listed(code: int, message: str | None, note: str
     cluster = FakeCluster(code, message)
     assert asyncio.run(acls_unreadable(cluster)) == note
     assert cluster.asked == [(("h", 9092), 29)]
+
+
+def test_a_lag_sample_that_outlives_its_round_lands_late_and_is_not_doubled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    calls: list[int] = []
+
+    def slow_lags(_: object) -> dict[str, int]:
+        calls.append(1)
+        assert release.wait(5)
+        return {"g": 7}
+
+    monkeypatch.setattr(api_groups.groups, "group_lags", slow_lags)
+    monkeypatch.setattr(api_groups.groups, "console_groups", lambda cluster: None)
+    monkeypatch.setattr(api_groups, "SAMPLE_WAIT_S", 0.05)
+
+    class Cluster:  # what sample() uses of a ClusterClient
+        history = History()
+        run = staticmethod(asyncio.to_thread)
+
+    cluster = Cluster()
+
+    async def rounds() -> list[list[float]]:
+        await api_groups.sample(cluster, 1_000)  # type: ignore[arg-type]
+        await api_groups.sample(cluster, 3_000)  # type: ignore[arg-type]  # skipped: busy
+        assert cluster.history.points_of("group.g.lag") == []
+        release.set()
+        for _ in range(200):
+            if cluster.history.points_of("group.g.lag"):
+                break
+            await asyncio.sleep(0.01)
+        return cluster.history.points_of("group.g.lag")
+
+    assert asyncio.run(rounds()) == [[1_000, 7]]
+    assert len(calls) == 1

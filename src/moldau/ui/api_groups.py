@@ -3,6 +3,11 @@ offsets with its lag history, resetting and deleting offsets, deleting a group."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
+import weakref
+
 from aiohttp import web
 
 from moldau.cli.errors import CliError
@@ -17,11 +22,36 @@ def lag_series(group: str) -> str:
     return f"group.{group}.lag"
 
 
+#: How long a round of the UiServer's sampling waits for the lags: a cluster slow to
+#: answer (a coordinator moving) must not hold up the other samplers (brokers shown
+#: offline within seconds). A sample that takes longer lands when it is done.
+SAMPLE_WAIT_S = 1.5
+_sampling: weakref.WeakKeyDictionary[ClusterClient, threading.Lock] = weakref.WeakKeyDictionary()
+
+
 async def sample(cluster: ClusterClient, now_ms: int) -> None:
-    """Every group's total lag into the history (the UiServer calls this every 2 s)."""
-    lags = await cluster.run(groups.group_lags, groups.console_groups(cluster))
-    for group, lag in lags.items():
-        cluster.history.add(lag_series(group), now_ms, lag)
+    """Every group's total lag into the history (the UiServer calls this every 2 s).
+    One sample at a time a cluster: while one outlives its round, the next rounds
+    skip, so late samples do not pile up on the client's threads."""
+    lock = _sampling.setdefault(cluster, threading.Lock())
+    loop = asyncio.get_running_loop()
+
+    def record(lags: dict[str, int]) -> None:
+        for group, lag in lags.items():
+            cluster.history.add(lag_series(group), now_ms, lag)
+
+    def measure() -> None:
+        if not lock.acquire(blocking=False):
+            return
+        try:
+            lags = groups.group_lags(groups.console_groups(cluster))
+        finally:
+            lock.release()
+        # The history belongs to the event loop's thread.
+        loop.call_soon_threadsafe(record, lags)
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(cluster.run(measure), SAMPLE_WAIT_S)
 
 
 def routes(cluster: ClusterClient) -> list[web.RouteDef]:
