@@ -1,6 +1,7 @@
 """The reassignments page against three brokers (LocalCluster, in this process) and
 `moldau ui` as a process: a throttled move shows a progress bar a partition and
-disappears once done; one cancelled in the page goes back where it was."""
+disappears once done; one cancelled in the page goes back where it was. And, as
+these brokers have no authorizer, the security page's note that says so."""
 
 from __future__ import annotations
 
@@ -44,6 +45,15 @@ def console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 def replicas(bootstrap: str) -> dict[int, list[int]]:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10)
     return {p: list(pm.replicas) for p, pm in md.topics[TOPIC].partitions.items()}
+
+
+def test_no_reassignment_and_no_authorizer_are_said_plainly(page: Any) -> None:
+    page.goto("/#/reassignments")
+    expect(page.locator("#no-reassignments")).to_be_visible()
+    page.goto("/#/security")
+    expect(page.locator("#acl-note")).to_contain_text("This cluster has no authorizer")
+    expect(page.locator("#acl-add")).to_be_hidden()
+    expect(page.locator("main")).to_contain_text("No SCRAM users.")
 
 
 def test_a_throttled_move_shows_its_progress_and_one_is_cancelled(
