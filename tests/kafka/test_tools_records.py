@@ -16,11 +16,18 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from moldau.cli.main import main
 from moldau.testing import kafka_java
 from moldau.testing.cluster import Cluster
 from tests.integration.test_delete_records import produce
-from tests.kafka.tools import API_VERSIONS, CONFIGS, GET_OFFSETS, failing_tool, tool
+from tests.kafka.tools import (
+    API_VERSIONS,
+    CONFIGS,
+    GET_OFFSETS,
+    failing_tool,
+    moldau_run,
+    moldau_tool,
+    tool,
+)
 
 pytestmark = pytest.mark.java
 
@@ -125,23 +132,6 @@ def test_kafka_log_dirs_describes_every_replica_with_the_bytes_on_disk(
             assert (p["size"], p["offsetLag"], p["isFuture"]) == (on_disk, 0, False), name
         assert got[f"{topic_name}-0"]["size"] > 40 * 200
         assert got[f"{topic_name}-1"]["size"] == 0
-
-
-def moldau_tool(capsys: pytest.CaptureFixture[str], command: str, *args: str) -> str:
-    """`moldau <command> ...` run in this process; its stdout."""
-    code, out, err = moldau_run(capsys, command, *args)
-    assert code == 0, err
-    return out
-
-
-def moldau_run(
-    capsys: pytest.CaptureFixture[str], command: str, *args: str
-) -> tuple[int, str, str]:
-    """`moldau <command> ...` run in this process: its exit code, stdout and stderr."""
-    capsys.readouterr()
-    code = main([command, *args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_moldaus_tools_print_what_kafkas_print_on_the_same_cluster(
