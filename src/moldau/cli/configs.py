@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--entity-type", action="append", choices=None, metavar="TYPE",
                    help="topics, brokers, users or clients (users and clients together: "
                    "a user's clients)")  # fmt: skip
-    p.add_argument("--entity-name", dest="entity_names", action="append",
+    p.add_argument("--entity-name", dest="entity_names", action="append", metavar="NAME",
                    help="the topic, broker id, user principal or client id")  # fmt: skip
     p.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
                    help="the default entity of users, clients or brokers")  # fmt: skip
