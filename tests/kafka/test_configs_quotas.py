@@ -2,7 +2,7 @@
 kafka-configs, on the same broker: Apache Kafka 4.1.1, and Moldau once its broker
 serves DescribeClientQuotas/AlterClientQuotas (48/49). What one tool changes the
 other describes, and both print the same lines (sorted: Kafka's order is a hash
-map's) and the same refusal."""
+map's)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from moldau.cli.admin_call import AdminCalls
 from moldau.protocol.errors import ErrorCode
 from moldau.testing.apache_kafka import KafkaBroker
-from tests.kafka.tools import CONFIGS, failing_tool, moldau_run, moldau_tool, tool
+from tests.kafka.tools import CONFIGS, moldau_run, moldau_tool, tool
 
 pytestmark = pytest.mark.java
 
@@ -117,10 +117,9 @@ def test_moldau_configs_and_kafka_configs_alter_and_describe_the_same_quotas(
         default = "Quota configs for the default client-id are producer_byte_rate=1.0E12"
         assert default in described["clients"]
 
-        # The same refusal of a quota that is not set.
+        # kafka-configs' refusal (its own check, before any change) of a quota not set.
         args = ("--bootstrap-server", b, "--alter", "--user", user,
                 "--delete-config", "request_percentage")  # fmt: skip
-        assert "Invalid config(s): request_percentage" in failing_tool(CONFIGS, *args)
         assert moldau_run(capsys, "configs", *args)[1:] == (
             "",
             "moldau configs: Invalid config(s): request_percentage\n",
