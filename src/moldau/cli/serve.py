@@ -296,7 +296,9 @@ async def _serve(configs: list[Any], ui_address: tuple[str, int] | None = None) 
     # SIGUSR1 logs what every task is waiting for (as jstack does for Kafka).
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
-        await cluster.start()
+        if not await _start_unless_stopped(cluster, stop):
+            logging.getLogger("moldau").warning("stopped before start-up finished")
+            return 0
         for b in cluster.brokers:
             where = ", ".join(f"{ep.host}:{ep.port}" for ep in b.advertised_endpoints())
             # Before the line that says it is up (BrokerProcess waits for that one).
@@ -330,6 +332,25 @@ async def _serve(configs: list[Any], ui_address: tuple[str, int] | None = None) 
         raise CliError(failure)
     logging.getLogger("moldau").info("shut down cleanly")
     return 0
+
+
+async def _start_unless_stopped(cluster: Any, stop: asyncio.Event) -> bool:
+    """Start the cluster; False if a signal asked to stop first. A start can wait on
+    ZooKeeper for as long as it takes (as Kafka's does), so a stop must not wait for
+    it: the start is cancelled and the caller shuts down what it had started."""
+    start = asyncio.ensure_future(cluster.start())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([start, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not start.done():
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+        return False
+    start.result()
+    return True
 
 
 async def _start_ui(brokers: list[Any], host: str, port: int) -> Any:
