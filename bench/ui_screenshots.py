@@ -18,18 +18,8 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from confluent_kafka import admin as ka
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.testing.browser import chromium
 from moldau.testing.process import BrokerProcess, wait_for
@@ -94,23 +84,19 @@ def security_and_a_move(bootstrap: str) -> None:
     """Some ACLs and SCRAM users; and a throttled reassignment of a 3 MB partition
     that stays under way while the pages are taken."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    T, P, Op, A = ka.ResourceType, ka.ResourcePatternType, ka.AclOperation, ka.AclPermissionType
     acls = [
-        AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:billing",
-                   "*", AclOperation.READ, allow),
-        AclBinding(ResourceType.GROUP, "billing", ResourcePatternType.LITERAL, "User:billing",
-                   "*", AclOperation.READ, allow),
-        AclBinding(ResourceType.TOPIC, "pay", ResourcePatternType.PREFIXED, "User:shop",
-                   "*", AclOperation.WRITE, allow),
-        AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:intern",
-                   "10.0.0.7", AclOperation.WRITE, deny),
-    ]  # fmt: skip
+        ka.AclBinding(T.TOPIC, "orders", P.LITERAL, "User:billing", "*", Op.READ, A.ALLOW),
+        ka.AclBinding(T.GROUP, "billing", P.LITERAL, "User:billing", "*", Op.READ, A.ALLOW),
+        ka.AclBinding(T.TOPIC, "pay", P.PREFIXED, "User:shop", "*", Op.WRITE, A.ALLOW),
+        ka.AclBinding(T.TOPIC, "orders", P.LITERAL, "User:intern", "10.0.0.7", Op.WRITE, A.DENY),
+    ]
     for f in admin.create_acls(acls).values():
         f.result(10)
     users = [
-        UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 8192), b"secret")
-        for user, mechanism in (("billing", ScramMechanism.SCRAM_SHA_256),
-                                ("shop", ScramMechanism.SCRAM_SHA_512))
+        ka.UserScramCredentialUpsertion(user, ka.ScramCredentialInfo(mechanism, 8192), b"secret")
+        for user, mechanism in (("billing", ka.ScramMechanism.SCRAM_SHA_256),
+                                ("shop", ka.ScramMechanism.SCRAM_SHA_512))
     ]  # fmt: skip
     for f in admin.alter_user_scram_credentials(users).values():
         f.result(10)
