@@ -110,10 +110,20 @@ def test_a_groups_lag_shows_and_falls_as_its_consumer_catches_up(
     expect(page.locator("#total-lag .value")).to_have_text("150")
     expect(page.locator("#members")).to_contain_text("ui-lag-client")
     expect(page.locator("#partitions")).to_contain_text("50")
+    # The chart draws what the server samples every 2 s: the lag, then its fall.
+    assert wait_for(lambda: 150 in lag_history(page), timeout=10, interval=0.2)
     consume(reader, RECORDS - 50)
     expect(page.locator("#total-lag .value")).to_have_text("0", timeout=15_000)
-    # The chart is drawn from the history the server samples: a line once sampled.
-    expect(page.locator("#lag-chart svg path")).to_be_attached(timeout=15_000)
+    assert wait_for(lambda: lag_history(page)[-1] == 0, timeout=10, interval=0.2)
+    expect(page.locator("#lag-chart svg path")).to_be_attached()
+
+
+def lag_history(page: Any) -> list[float]:
+    """The lags the server sampled for ui-lag, oldest first (the chart's points)."""
+    points: list[list[float]] = page.evaluate(
+        "async () => (await (await fetch('/api/groups/ui-lag')).json()).lagHistory[0].points"
+    )
+    return [value for _, value in points]
 
 
 @pytest.mark.parametrize("reader", ["ui-reset"], indirect=True)
