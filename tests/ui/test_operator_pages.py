@@ -56,9 +56,9 @@ def broker_before_browser(ui_broker: BrokerProcess) -> None:
 @pytest.fixture(scope="module")
 def topic(ui_broker: BrokerProcess) -> str:
     """A one-partition topic of RECORDS records."""
-    admin = AdminClient({"bootstrap.servers": ui_broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": ui_broker.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic("lagged", 1, 1)])["lagged"].result(10)
-    producer = Producer({"bootstrap.servers": ui_broker.bootstrap})
+    producer = Producer({"bootstrap.servers": ui_broker.bootstrap, "log_level": 0})
     for i in range(RECORDS):
         producer.produce("lagged", f"record-{i}".encode())
     assert producer.flush(10) == 0

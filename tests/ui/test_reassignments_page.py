@@ -43,7 +43,9 @@ def console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def replicas(bootstrap: str) -> dict[int, list[int]]:
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10)
+    md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(
+        TOPIC, timeout=10
+    )
     return {p: list(pm.replicas) for p, pm in md.topics[TOPIC].partitions.items()}
 
 
@@ -59,11 +61,12 @@ def test_no_reassignment_and_no_authorizer_are_said_plainly(page: Any) -> None:
 def test_a_throttled_move_shows_its_progress_and_one_is_cancelled(
     page: Any, cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1], [1]])])[
         TOPIC
     ].result(10)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
+    # Quiet: it outlives the test and would log the brokers going away.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20, "log_level": 0})
     for i in range(6_000):
         producer.produce(TOPIC, b"x" * 1000, partition=i % 2)
     assert producer.flush(10) == 0
