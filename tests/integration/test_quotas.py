@@ -39,7 +39,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         # One partition led by each broker.
         topics = [NewTopic("on-1", 1, replica_assignment=[[1]]),
-                  NewTopic("on-2", 1, replica_assignment=[[2]])]  # fmt: skip
+                  NewTopic("on-2", 1, replica_assignment=[[2]]),
+                  NewTopic("to-consume", 1, replica_assignment=[[1]])]  # fmt: skip
         for f in admin.create_topics(topics).values():
             f.result(30)
         yield c
@@ -108,8 +109,11 @@ def producer(bootstrap: str, client_id: str, measured: Measured, **conf: str) ->
     })  # fmt: skip
 
 
-def produce_for(seconds: float, topic: str, *clients: tuple[Producer, Measured]) -> float:
-    """Keep every producer's queue full for `seconds`; when they started."""
+def produce_for(
+    seconds: float, topic: str, *clients: tuple[Producer, Measured], then: Any = None
+) -> float:
+    """Keep every producer's queue full for `seconds` (and call `then` while they
+    still produce); when they started."""
     start = time.monotonic()
     while time.monotonic() - start < seconds:
         for p, m in clients:
@@ -118,6 +122,8 @@ def produce_for(seconds: float, topic: str, *clients: tuple[Producer, Measured])
                     p.produce(topic, VALUE, on_delivery=m.on_delivery)
             except BufferError:
                 p.poll(0.005)
+    if then is not None:
+        then()
     for p, _ in clients:
         p.flush(30)
         p.poll(0.3)  # a last statistics report
@@ -200,20 +206,26 @@ def test_a_producer_over_its_quota_is_throttled_and_another_is_not(cluster: Loca
     assert alter(b, entity(client_id="slow-producer"), producer_byte_rate=MB).error_code == 0
     slow, fast = Measured(), Measured()
     pairs = [(producer(b, "slow-producer", slow), slow), (producer(b, "fast-producer", fast), fast)]
-    start = produce_for(4.0, "on-1", *pairs)
+    scraped: list[str] = []
+
+    def scrape() -> None:
+        with urllib.request.urlopen(cluster.metrics_url(1), timeout=10) as r:
+            scraped.append(r.read().decode())
+
+    start = produce_for(4.0, "on-1", *pairs, then=scrape)
     # The first second may go in one burst (a window's worth); after it, the rate
     # is the quota's.
     assert 0.5 * MB < slow.rate(start, 1.5, 4.0) < 1.5 * MB
     assert slow.max_throttle_ms > 0
     assert fast.rate(start, 1.5, 4.0) > 2 * MB
     assert fast.max_throttle_ms == 0
-    # The broker's metrics show the quota'd client's rate and throttle.
-    metrics = urllib.request.urlopen(cluster.metrics_url(1), timeout=10).read().decode()
-    line = next(x for x in metrics.splitlines()
-                if x.startswith("kafka_server_produce_throttle_time{")
-                and 'client_id="slow-producer"' in x)  # fmt: skip
-    assert float(line.rsplit(" ", 1)[1]) > 0
-    assert 'kafka_server_produce_byte_rate{client_id="slow-producer",user=""}' in metrics
+    # The broker's metrics show the quota'd client's rate and throttle time (the
+    # mean over the quota window), while it produces.
+    lines = [x for x in scraped[0].splitlines() if 'client_id="slow-producer"' in x]
+    values = {x.split("{")[0]: float(x.rsplit(" ", 1)[1]) for x in lines}
+    assert values["kafka_server_produce_throttle_time"] > 0
+    # (over two 1 s samples a few 1 MB batches are a bumpy rate: only its presence)
+    assert values["kafka_server_produce_byte_rate"] > 0
     alter(b, entity(client_id="slow-producer"), producer_byte_rate=None)
 
 
@@ -225,7 +237,7 @@ def test_a_consumer_over_its_quota_is_throttled(cluster: LocalCluster) -> None:
     for _ in range(600):  # 6 MB
         while True:
             try:
-                p.produce("on-1", VALUE)
+                p.produce("to-consume", VALUE)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -241,7 +253,7 @@ def test_a_consumer_over_its_quota_is_throttled(cluster: LocalCluster) -> None:
         "max.partition.fetch.bytes": 128 * 1024,
     })  # fmt: skip
     try:
-        c.subscribe(["on-1"])
+        c.subscribe(["to-consume"])
         start = time.monotonic()
         first: float | None = None
         while time.monotonic() - start < 8 and (first is None or time.monotonic() - first < 3.5):
@@ -314,3 +326,28 @@ def test_quotas_reach_every_broker_and_outlive_a_restart(cluster: LocalCluster) 
         assert m.max_throttle_ms > 0
     finally:
         alter(cluster.bootstrap_of(1), entity(client_id="everywhere"), producer_byte_rate=None)
+
+
+def test_a_request_quota_throttles_and_mutes_the_connection(cluster: LocalCluster) -> None:
+    """KIP-219: the answer carries the throttle time and goes out at once; the
+    broker then reads nothing more from that client until the time has passed."""
+    b = cluster.bootstrap_of(1)
+    # A thousandth of a percent of the broker's time: any request is over it, and
+    # a request quota throttles for at most one window (1 s).
+    assert alter(b, entity(client_id="busy"), request_percentage=0.001).error_code == 0
+    assert wait_for(lambda: cluster.cluster.broker(1).quotas.request.enabled, 10)
+    try:
+        with WireClient(b, client_id="busy") as w:
+            w.send_raw(w.encode(rq.metadata("on-1")) + w.encode(rq.metadata("on-1")))
+            first_id = w.correlation_id - 1
+            first = w.read_response(ApiKey.METADATA, 12, first_id)
+            answered = time.monotonic()
+            assert first.throttle_time.total_seconds() == 1.0
+            second = w.read_response(ApiKey.METADATA, 12)
+            assert time.monotonic() - answered > 0.8
+            assert second.throttle_time.total_seconds() > 0
+        # Another client is not held up.
+        with WireClient(b, client_id="idle") as w:
+            assert w.request(rq.metadata("on-1")).throttle_time.total_seconds() == 0
+    finally:
+        alter(b, entity(client_id="busy"), request_percentage=None)

@@ -215,6 +215,9 @@ QUOTA_EXEMPT = frozenset(
     }
 )
 
+# Metadata responses carry a throttle time from v3 on, as their first field.
+METADATA_THROTTLE_SINCE = 3
+
 # Kafka's request names in its RequestMetrics (ApiKeys' names).
 REQUEST_NAMES: dict[int, str] = {
     k: "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey
@@ -374,6 +377,16 @@ class KafkaApis:
         conn.throttle_ms = ms
         if is_dataclass(response) and hasattr(response, "throttle_time"):
             response = replace(response, throttle_time=timedelta(milliseconds=ms))  # type: ignore[type-var]
+        elif (
+            isinstance(response, RawBody)
+            and ctx.header.api_key == ApiKey.METADATA
+            and ctx.version >= METADATA_THROTTLE_SINCE
+        ):
+            # A Metadata response encoded once for all: its body opens with the
+            # throttle time.
+            first = response.parts[0]
+            assert isinstance(first, bytes | bytearray | memoryview)
+            response = RawBody([pack_i32(ms) + bytes(first[4:]), *response.parts[1:]])
         return response
 
     def _later(self, header: RequestHeader, deferred: Deferred) -> asyncio.Future[list[Part]]:

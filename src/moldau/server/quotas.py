@@ -53,11 +53,8 @@ class BrokerQuotas:
             self.request,
             self.controller_mutation,
         )
-
-    @property
-    def enabled(self) -> bool:
-        """Some quota is set (until then the request path skips all of this)."""
-        return any(m.enabled for m in self.managers)
+        # Some quota is set: until then the request path skips all of this.
+        self.enabled = False
 
     # -- the quotas set ------------------------------------------------------------------
 
@@ -65,6 +62,7 @@ class BrokerQuotas:
         values = quota_values(config)
         for manager in self.managers:
             manager.update_quota(entity, values.get(manager.quota_type.config_key))
+        self.enabled = any(m.enabled for m in self.managers)
         if values:
             log.info("quotas of %s are now %s", entity.path, values)
 
