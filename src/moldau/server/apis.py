@@ -201,19 +201,8 @@ SERVED_BEFORE_AUTHENTICATION = frozenset(
 
 # Never counted in a client's request quota, nor throttled (Kafka's exempt
 # requests: version and login exchanges, and brokers' own requests).
-QUOTA_EXEMPT = frozenset(
-    {
-        ApiKey.API_VERSIONS,
-        ApiKey.SASL_HANDSHAKE,
-        ApiKey.SASL_AUTHENTICATE,
-        ApiKey.LEADER_AND_ISR,
-        ApiKey.STOP_REPLICA,
-        ApiKey.UPDATE_METADATA,
-        ApiKey.CONTROLLED_SHUTDOWN,
-        ApiKey.ALTER_PARTITION,
-        ApiKey.WRITE_TXN_MARKERS,
-    }
-)
+# Those served while starting are exactly these, and the brokers' markers.
+QUOTA_EXEMPT = _SERVED_WHILE_STARTING | {ApiKey.WRITE_TXN_MARKERS}
 
 # Metadata responses carry a throttle time from v3 on, as their first field.
 METADATA_THROTTLE_SINCE = 3
