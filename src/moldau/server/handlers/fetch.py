@@ -51,10 +51,10 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
     max_bytes = min(max_bytes, broker.config["fetch.max.bytes"])
     quotas = broker.quotas
     # Followers' fetches are never client-quota'd (replication has its own quotas).
-    quota_ms = replica_id < 0 and (quotas.fetch.enabled or quotas.request.enabled)
+    quotaed = replica_id < 0 and (quotas.fetch.enabled or quotas.request.enabled)
     if replica_id >= 0:
         ctx.quota_recorded = True
-    elif quota_ms and quotas.fetch.enabled:
+    elif quotaed and quotas.fetch.enabled:
         # No more than the quota lets through in a window (Kafka: a larger answer
         # would be throttled whatever came before it).
         max_bytes = int(min(max_bytes, quotas.fetch_max_bytes(ctx)))
@@ -140,7 +140,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                 error = ErrorCode.topic_authorization_failed
             read = FetchPartitionRead(cached.tp, cached.fetch_offset, -1, 0, error=error)
         results.append(read)
-    if quota_ms:
+    if quotaed:
         size = sum(r.info.data.size for r in results if r.info is not None and r.error == 0)
         throttle_ms = quotas.on_fetch(ctx, size)
         if throttle_ms > 0:
