@@ -23,8 +23,7 @@ import confluent_kafka.admin
 from confluent_kafka import KafkaException
 
 from moldau.cli.common import (
-    add_bootstrap_argument,
-    add_command_config_argument,
+    add_admin_arguments,
     admin_client,
     error_text,
     kafka_error,
@@ -52,12 +51,7 @@ def add_parser(sub: Any) -> None:
         help="add, remove or list ACLs, as kafka-acls.sh",
         description="Manage ACLs, as kafka-acls.sh does.",
     )
-    add_bootstrap_argument(p)
-    add_command_config_argument(p)
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--add", action="store_true", help="add ACLs")
-    action.add_argument("--remove", action="store_true", help="remove ACLs")
-    action.add_argument("--list", action="store_true", help="list ACLs")
+    add_admin_arguments(p, {"add": "add ACLs", "remove": "remove ACLs", "list": "list ACLs"})
     for flag, what in (
         ("--topic", "a topic"),
         ("--group", "a consumer group"),

@@ -193,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
             functools.partial(_list_offsets, calls, timestamp),
             chosen,
             TIMEOUT_S,
+            known=md,
         )
     for name, p in chosen:
         answer = answers[(name, p)]
