@@ -4,9 +4,16 @@ client falls under, and what AlterClientQuotas accepts."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from moldau.clock import FakeClock
+from moldau.config.broker import BrokerConfig
+from moldau.metadata.client import MetadataClient
+from moldau.metadata.embedded import EmbeddedTree
 from moldau.quota.entities import (
     DEFAULT,
     InvalidQuotaError,
@@ -20,6 +27,9 @@ from moldau.quota.entities import (
 )
 from moldau.quota.manager import ClientQuotaManager, ControllerMutationQuotaManager, QuotaType
 from moldau.quota.rate import Rate, TokenBucket
+from moldau.server.dynamic_config_manager import DynamicConfigManager
+from moldau.server.quotas import BrokerQuotas
+from moldau.storage.log_manager import LogManager
 
 
 def test_a_rate_is_taken_over_at_least_samples_minus_one_windows() -> None:
@@ -164,3 +174,70 @@ def test_values_are_checked_as_kafka_does() -> None:
     assert quota_values({"SCRAM-SHA-256": "x", "producer_byte_rate": "10"}) == {
         "producer_byte_rate": 10.0
     }
+
+
+def test_quotas_are_read_from_the_store_and_follow_its_change_notifications(
+    tmp_path: Path,
+) -> None:
+    """Kafka's znodes (a user's next to its SCRAM credentials, whose entry keeps
+    them), loaded at start; a change reaches the quota listeners, a user's client-id
+    change not the SCRAM users' listeners."""
+
+    async def run() -> None:
+        store = EmbeddedTree(None).session()
+        await store.start()
+        client = MetadataClient(store)
+        await client.create_top_level_paths()
+        await client.set_user_config("alice", {"SCRAM-SHA-256": "salt=..."})
+        alice = {**(await client.get_entity_config("users/alice")), "producer_byte_rate": "100"}
+        await client.set_entity_config("users/alice", alice)
+        await client.set_entity_config("users/bob/clients/<default>", {"request_percentage": "5.0"})
+        await client.set_entity_config("clients/c%2F1", {"consumer_byte_rate": "7"})
+        assert sorted(await client.get_quota_entity_paths()) == [
+            "clients/c%2F1", "users/alice", "users/bob", "users/bob/clients/<default>",
+        ]  # fmt: skip
+        assert (await client.get_user_config("alice"))["SCRAM-SHA-256"] == "salt=..."
+        quotas = BrokerQuotas(BrokerConfig(), FakeClock())
+        assert not quotas.enabled
+        await quotas.load(client)
+        assert quotas.enabled
+        assert quotas.produce.overrides == {QuotaEntity("alice"): 100.0}
+        assert quotas.request.overrides == {QuotaEntity("bob", DEFAULT): 5.0}
+        assert quotas.fetch.overrides == {QuotaEntity(client_id="c/1"): 7.0}
+
+        manager = DynamicConfigManager(
+            client, BrokerConfig(), LogManager([tmp_path], FakeClock(), 1)
+        )
+        users: list[str] = []
+        paths: list[str] = []
+
+        async def on_user(user: str) -> None:
+            users.append(user)
+
+        async def on_quota(path: str) -> None:
+            paths.append(path)
+            await quotas.on_change(client, path)
+
+        manager.user_listeners.append(on_user)
+        manager.quota_listeners.append(on_quota)
+        await manager.start()
+        try:
+            await client.set_entity_config("users/bob/clients/<default>", {})
+            await client.set_entity_config("users/alice", {"SCRAM-SHA-256": "salt=..."})
+            assert await wait_until(lambda: len(paths) == 2)
+            assert paths == ["users/bob/clients/<default>", "users/alice"]
+            assert users == ["alice"]
+            assert quotas.produce.overrides == {} and quotas.request.overrides == {}
+            assert quotas.enabled  # the client's consumer quota is left
+        finally:
+            await manager.close()
+            await store.close()
+
+    asyncio.run(run())
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+    return True
