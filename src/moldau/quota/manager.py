@@ -181,13 +181,3 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         sensor.rate.record(permits, now)
         left = tokens.measure(now)
         return token_throttle_time_ms(left, tokens.rate) if left < 0 else 0
-
-    def throttle_time(self, user: str, client_id: str) -> int:
-        """How long the client's bucket takes to be back at zero (0: not below)."""
-        if not self.enabled:
-            return 0
-        tokens = self.sensor(user, client_id).tokens
-        if tokens is None:
-            return 0
-        left = tokens.measure(self.clock.monotonic_ms())
-        return token_throttle_time_ms(left, tokens.rate) if left < 0 else 0
