@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         "delete-records",
         "log-dirs",
         "broker-api-versions",
+        "dump-log",
+        "perf",
     ):
         module = _tool(name)
         if module is not None:
