@@ -3,7 +3,8 @@ kafka-consumer-perf-test.sh (ProducerPerformance, ConsumerPerformance), their fl
 and output, on confluent-kafka (librdkafka) instead of Kafka's Java client.
 
 produce: sends --num-records records of --record-size random upper-case letters
-(or payloads from --payload-file) to --topic, paced to --throughput records a second
+(or payloads from --payload-file, or the record's number with --payload-monotonic)
+to --topic, paced to --throughput records a second
 (-1: as fast as it can) as Kafka's ThroughputThrottler paces, printing a line every
 5 s and then the totals with latency percentiles (perf_stats). Only records the
 broker acknowledged are counted; a failed one is reported on stderr.
@@ -79,6 +80,11 @@ def _add_produce(tests: Any) -> None:
     p.add_argument("--num-records", type=int, required=True, help="how many records to send")
     p.add_argument("--record-size", type=int, help="bytes a record (or --payload-file)")
     p.add_argument("--payload-file", type=Path, help="payloads to send, chosen at random")
+    p.add_argument(
+        "--payload-monotonic",
+        action="store_true",
+        help="payloads are the record's number as text (1, 2, ...), not random",
+    )
     p.add_argument(
         "--payload-delimiter",
         default="\\n",
@@ -171,8 +177,11 @@ def run_produce(args: argparse.Namespace) -> int:
         raise CliError("--num-records must be positive")
     if args.throughput == 0:
         raise CliError("--throughput 0 would send nothing; -1 is no limit")
-    if (args.record_size is None) == (args.payload_file is None):
-        raise CliError("either --record-size or --payload-file must be specified but not both")
+    given = [args.record_size is not None, args.payload_file is not None, args.payload_monotonic]
+    if sum(given) != 1:
+        raise CliError(
+            "exactly one of --record-size, --payload-file and --payload-monotonic is required"
+        )
     props = _settings(
         [
             read_config_file(args.producer_config, "--producer.config"),
@@ -210,6 +219,8 @@ def run_produce(args: argparse.Namespace) -> int:
         for i in range(args.num_records):
             if payloads is not None:
                 payload = payloads[rng.randrange(len(payloads))]
+            elif args.payload_monotonic:
+                payload = str(i).encode()
             else:
                 payload = os.urandom(args.record_size).translate(_LETTERS)
             sent_ms = _now_ms()
