@@ -96,3 +96,22 @@ def test_the_throttler_sleeps_off_the_deficit_only_when_ahead_of_the_target() ->
     fast.throttle()
     assert slept[-1] == pytest.approx(0.002)
     assert not ThroughputThrottler(-1, start_ms=0).should_throttle(10**9, 1)
+
+
+def test_a_line_printed_through_the_bar_is_never_mixed_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    term, out, clock = FakeTerminal(), io.StringIO(), Clock()
+    with Progress(10, stream=term, clock=clock) as bar:
+        bar.update(3)
+        bar.print("3 records sent, 1.0 records/sec", stream=out)
+        shown = term.getvalue()
+    assert out.getvalue() == "3 records sent, 1.0 records/sec\n"
+    # Erased before the line, drawn again after it.
+    first, rest = shown.split("\r\x1b[K", 1)
+    assert "3/10" in first and "3/10" in rest
+    piped_out = io.StringIO()
+    with Progress(10, stream=io.StringIO()) as quiet:
+        quiet.print("a line", stream=piped_out)
+    assert piped_out.getvalue() == "a line\n"

@@ -29,7 +29,7 @@ from moldau.cli.dump_log_records import (
     string_parser,
 )
 from moldau.cli.errors import CliError
-from moldau.cli.progress import Progress
+from moldau.cli.progress import Progress, output_redirected
 from moldau.storage.producer_state import read_snapshot
 from moldau.storage.txn_index import decode_entries
 
@@ -161,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
             suffix = os.path.splitext(path)[1]
             try:
                 if suffix == ".log":
-                    with Progress(0, os.path.basename(path), "bytes") as progress:
+                    # A bar for `dump-log ... > file`; on a terminal the lines show progress.
+                    bar = Progress(0, os.path.basename(path), "bytes", enabled=output_redirected())
+                    with bar as progress:
                         result = dump_log(path, out, options, progress)
                     if result.non_consecutive:
                         non_consecutive[str(Path(path).absolute())] = result.non_consecutive

@@ -196,7 +196,8 @@ def run_produce(args: argparse.Namespace) -> int:
     payloads = _payloads(args)
     watch = BrokerWatch(bootstrap)
     producer = make_client(Producer, client_config(bootstrap, watch, props))
-    stats = ProducerStats(args.num_records, print, _now_ms)
+    bar = Progress(args.num_records, "records", "sent")
+    stats = ProducerStats(args.num_records, bar.print, _now_ms)
     failures: list[str] = []
     acked = 0
 
@@ -215,7 +216,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
     throttler = ThroughputThrottler(args.throughput, stats.start_ms)
     rng = random.Random(0)
-    with Progress(args.num_records, "records", "sent") as bar:
+    with bar:
         for i in range(args.num_records):
             if payloads is not None:
                 payload = payloads[rng.randrange(len(payloads))]
@@ -310,6 +311,7 @@ def run_consume(args: argparse.Namespace) -> int:
         consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
         now = last_report = last_consumed = _now_ms()
         with Progress(args.messages, "records", "read") as bar:
+            # Its lines (--show-detailed-stats) go through the bar: it steps aside.
             while read < args.messages and now - last_consumed <= args.timeout:
                 batch = consumer.consume(min(500, args.messages - read), _TICK_S)
                 now = _now_ms()
@@ -325,7 +327,7 @@ def run_consume(args: argparse.Namespace) -> int:
                     size += len(msg.key() or b"") + len(msg.value() or b"")
                     if now - last_report >= args.reporting_interval:
                         if args.show_detailed_stats:
-                            print(
+                            bar.print(
                                 _detailed_line(
                                     args, size, last_size, read, last_read, last_report, now, join
                                 )

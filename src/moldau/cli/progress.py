@@ -3,6 +3,11 @@ bytes of a file to read): drawn on stderr, and only when stderr is a terminal, s
 that piped or redirected output never holds one. Redrawn at most every
 `interval_s` seconds (by the clock passed in) and erased when the run ends, so the
 tool's own output starts on a clean line.
+
+A tool whose stdout is that terminal too either prints its few lines through
+`Progress.print` (the bar steps aside and comes back), or, when it prints many
+(records, a dump), shows the bar only when its output goes elsewhere
+(`enabled=output_redirected()`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ def render(done: int, total: int, width: int, label: str = "", unit: str = "") -
     total = max(total, 0)
     done = min(max(done, 0), total) if total else max(done, 0)
     fraction = done / total if total else 1.0
-    counts = f"{done:,}/{total:,}{' ' + unit if unit else ''}"
+    # The count padded to the total's width, so the bar keeps its length.
+    width_of_total = len(f"{total:,}")
+    counts = f"{done:>{width_of_total},}/{total:,}{' ' + unit if unit else ''}"
     tail = f" {fraction * 100:5.1f}% {counts}"
     head = f"{label} " if label else ""
     room = width - len(head) - len(tail) - 2
@@ -78,6 +85,19 @@ class Progress:
         self._stream.write("\r" + render(self.done, self.total, width, self.label, self.unit))
         self._stream.flush()
 
+    def print(self, line: str, stream: TextIO | None = None) -> None:
+        """Print a line of the tool's output (stdout by default) without the bar
+        in it: erased first, drawn again after."""
+        drawn = self.active and self._drawn_at is not None
+        if drawn:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+        out = stream if stream is not None else sys.stdout
+        out.write(line + "\n")
+        out.flush()
+        if drawn:
+            self._draw()
+
     def close(self) -> None:
         """Erase the bar (if one was drawn)."""
         if self.active and self._drawn_at is not None:
@@ -95,6 +115,11 @@ class Progress:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def output_redirected() -> bool:
+    """Whether stdout goes somewhere other than a terminal (a file, a pipe)."""
+    return not _is_terminal(sys.stdout)
 
 
 def _is_terminal(stream: TextIO) -> bool:
