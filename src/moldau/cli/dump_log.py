@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from moldau.cli import coordinator_json
-from moldau.cli.dump_log_index import IndexErrors, dump_index, dump_time_index
+from moldau.cli.dump_log_index import IndexErrors, IndexMode, dump_index, dump_time_index
 from moldau.cli.dump_log_records import (
     DumpError,
     LogDumpOptions,
@@ -154,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     )
     out = sys.stdout
     index_errors = IndexErrors()
+    index_mode = IndexMode(args.index_sanity_check, args.verify_index_only)
     non_consecutive: dict[str, list[tuple[int, int]]] = {}
     try:
         for path in args.files.split(","):
@@ -168,13 +169,9 @@ def run(args: argparse.Namespace) -> int:
                     if result.non_consecutive:
                         non_consecutive[str(Path(path).absolute())] = result.non_consecutive
                 elif suffix == ".index":
-                    dump_index(
-                        path, out, index_errors, args.index_sanity_check, args.verify_index_only
-                    )
+                    dump_index(path, out, index_errors, index_mode)
                 elif suffix == ".timeindex":
-                    dump_time_index(
-                        path, out, index_errors, args.index_sanity_check, args.verify_index_only
-                    )
+                    dump_time_index(path, out, index_errors, index_mode)
                 elif suffix == ".snapshot":
                     _dump_producer_snapshot(path, out)
                 elif suffix == ".txnindex":

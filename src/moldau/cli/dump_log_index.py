@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from moldau.cli.dump_log_records import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -69,27 +70,34 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def dump_index(
-    path: str,
-    out: TextIO,
-    errors: IndexErrors,
-    sanity_only: bool = False,
-    verify_only: bool = False,
-) -> None:
+class IndexMode(NamedTuple):
+    sanity_only: bool = False  # --index-sanity-check
+    verify_only: bool = False  # --verify-index-only
+
+
+class _IndexFile(NamedTuple):
+    base: int
+    size: int
+    entries: list[tuple[int, int]]
+    absolute: str
+
+
+def _load(path: str, decode: Callable[[bytes, int], Iterator[tuple[int, int]]]) -> _IndexFile:
     base = _base_offset(path)
     data = _read(path)
-    entries = list(offset_entries(data, base))
+    return _IndexFile(base, len(data), list(decode(data, base)), str(Path(path).absolute()))
+
+
+def dump_index(path: str, out: TextIO, errors: IndexErrors, mode: IndexMode) -> None:
+    base, length, entries, absolute = _load(path, offset_entries)
     if not entries:
         out.write(f"{path} is empty.\n")
         return
-    absolute = str(Path(path).absolute())
-    if sanity_only:
+    if mode.sanity_only:
         if entries[-1][0] < base:
-            raise DumpError(
-                f"Corrupt index found, index file {absolute} has non-zero size but the last "
-                f"offset is {entries[-1][0]} which is less than the base offset {base}"
-            )
-        _check_length(len(data), OFFSET_ENTRY_SIZE, f"Index file {absolute}")
+            what = f"Corrupt index found, index file {absolute}"
+            raise _behind(what, "offset", entries[-1][0], "base offset", base)
+        _check_length(length, OFFSET_ENTRY_SIZE, f"Index file {absolute}")
         out.write(f"{path} passed sanity check.\n")
         return
     log_path = _sibling(path, ".log")
@@ -103,7 +111,7 @@ def dump_index(
             found = _first_last_offset(fd, position, size, log_path)
             if found != offset:
                 errors.offset_mismatches.setdefault(absolute, []).append((offset, found))
-            if not verify_only:
+            if not mode.verify_only:
                 out.write(f"offset: {offset} position: {position}\n")
     finally:
         os.close(fd)
@@ -124,6 +132,14 @@ def _last_offset(batch: bytes) -> int:
     return int.from_bytes(batch[:8], "big", signed=True)
 
 
+def _behind(what: str, field: str, last: int, first_name: str, first: int) -> DumpError:
+    """Kafka's words for an index whose last entry lies before its first."""
+    return DumpError(
+        f"{what} has non-zero size but the last {field} is {last} which is less than the "
+        f"{first_name} {first}"
+    )
+
+
 def _check_length(length: int, entry_size: int, what: str) -> None:
     if length % entry_size != 0:
         raise DumpError(
@@ -132,31 +148,15 @@ def _check_length(length: int, entry_size: int, what: str) -> None:
         )
 
 
-def dump_time_index(
-    path: str,
-    out: TextIO,
-    errors: IndexErrors,
-    sanity_only: bool = False,
-    verify_only: bool = False,
-) -> None:
-    base = _base_offset(path)
-    data = _read(path)
-    entries = list(time_entries(data, base))
-    absolute = str(Path(path).absolute())
-    if sanity_only:
+def dump_time_index(path: str, out: TextIO, errors: IndexErrors, mode: IndexMode) -> None:
+    base, length, entries, absolute = _load(path, time_entries)
+    if mode.sanity_only:
+        what = f"Corrupt time index found, time index file ({absolute})"
         if entries and entries[-1][0] < entries[0][0]:
-            raise DumpError(
-                f"Corrupt time index found, time index file ({absolute}) has non-zero size "
-                f"but the last timestamp is {entries[-1][0]} which is less than the first "
-                f"timestamp {entries[0][0]}"
-            )
+            raise _behind(what, "timestamp", entries[-1][0], "first timestamp", entries[0][0])
         if entries and entries[-1][1] < base:
-            raise DumpError(
-                f"Corrupt time index found, time index file ({absolute}) has non-zero size "
-                f"but the last offset is {entries[-1][1]} which is less than the first "
-                f"offset {base}"
-            )
-        _check_length(len(data), TIME_ENTRY_SIZE, f"Time index file {absolute}")
+            raise _behind(what, "offset", entries[-1][1], "first offset", base)
+        _check_length(length, TIME_ENTRY_SIZE, f"Time index file {absolute}")
         out.write(f"{path} passed sanity check.\n")
         return
     index_path = _sibling(path, ".index")
@@ -193,7 +193,7 @@ def dump_time_index(
                     errors.time_mismatches.setdefault(absolute, []).append((timestamp, largest))
                 if previous >= timestamp:
                     errors.out_of_order.setdefault(absolute, []).append((timestamp, previous))
-            if not verify_only:
+            if not mode.verify_only:
                 out.write(f"timestamp: {timestamp} offset: {offset}\n")
             previous = timestamp
     finally:

@@ -35,6 +35,7 @@ from moldau.protocol.records import (
     read_end_txn_marker,
 )
 from moldau.protocol.wire import DecodeError
+from moldau.storage.segment import pread_all
 
 # What Kafka's file reader needs to see a batch: offset, size, leader epoch, magic.
 HEADER_SIZE_UP_TO_MAGIC = 17
@@ -148,23 +149,11 @@ def file_batches(
         if position > end - LOG_OVERHEAD - size:
             return
         wanted = LOG_OVERHEAD + size if whole else min(HEADER_SIZE, LOG_OVERHEAD + size)
-        data = _pread_all(fd, position, wanted)
+        data = pread_all(fd, position, wanted)
         if len(data) < wanted:
             return  # the file shrank under us (a broker truncating it)
         yield position, data
         position += LOG_OVERHEAD + size
-
-
-def _pread_all(fd: int, position: int, size: int) -> bytes:
-    parts = []
-    while size > 0:
-        part = os.pread(fd, size, position)
-        if not part:
-            break
-        parts.append(part)
-        position += len(part)
-        size -= len(part)
-    return b"".join(parts)
 
 
 def _codec_name(attributes: int) -> str:

@@ -17,7 +17,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TextIO
 
 #: How often the bar is redrawn at most, in seconds: often enough to look alive,
@@ -108,12 +107,7 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
