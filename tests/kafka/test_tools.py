@@ -567,6 +567,32 @@ def test_moldau_perf_prints_what_kafkas_perf_tests_print_and_sends_every_record(
         )
 
 
+def test_moldau_perf_produce_in_transactions_commits_them_as_it_goes(
+    moldau: BrokerProcess, tmp_path: Path
+) -> None:
+    b = moldau.bootstrap
+    topic = _name("moldau-perf-txn")
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    out = _moldau_tool("perf", "produce", "--topic", topic, "--num-records", "400",
+                       "--payload-monotonic", "--throughput", "1000", "--bootstrap-server", b,
+                       "--transaction-duration-ms", "100")  # fmt: skip
+    assert out.startswith("400 records sent, ")
+    # A transaction every 100 ms of a 0.4 s run: several commits, each a marker.
+    segment = moldau.data_dir / f"{topic}-0" / "00000000000000000000.log"
+    dumped = _moldau_tool("dump-log", "--files", str(segment), "--print-data-log")
+    assert dumped.count("endTxnMarker: COMMIT") >= 3
+    assert "endTxnMarker: ABORT" not in dumped
+    payloads = re.findall(r"payload: (\d+)$", dumped, re.M)
+    assert payloads == [str(i) for i in range(400)]
+    committed = tmp_path / "committed.properties"
+    committed.write_text("isolation.level=read_committed\n")
+    consumed = _moldau_tool("perf", "consume", "--bootstrap-server", b, "--topic", topic,
+                            "--messages", "400", "--consumer.config", str(committed))  # fmt: skip
+    report = _csv(consumed)
+    assert int(report["data.consumed.in.nMsg"]) == 400
+
+
 def test_kafka_configs_broker_defaults_change_every_topics_defaults(
     moldau: BrokerProcess,
 ) -> None:

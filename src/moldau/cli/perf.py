@@ -4,10 +4,11 @@ and output, on confluent-kafka (librdkafka) instead of Kafka's Java client.
 
 produce: sends --num-records records of --record-size random upper-case letters
 (or payloads from --payload-file, or the record's number with --payload-monotonic)
-to --topic, paced to --throughput records a second
-(-1: as fast as it can) as Kafka's ThroughputThrottler paces, printing a line every
-5 s and then the totals with latency percentiles (perf_stats). Only records the
-broker acknowledged are counted; a failed one is reported on stderr.
+to --topic, in transactions with --transactional-id or --transaction-duration-ms,
+paced to --throughput records a second (-1: as fast as it can) as Kafka's
+ThroughputThrottler paces, printing a line every 5 s and then the totals with latency
+percentiles (perf_stats). Only records the broker acknowledged are counted; a failed
+one is reported on stderr.
 
 consume: reads --messages records of --topic in a group, from the earliest offset
 (or the latest with --from-latest) until that many arrived or none came for
@@ -31,12 +32,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from moldau.cli.common import (
     BrokerWatch,
     client_config,
     error_text,
+    kafka_error,
     make_client,
     parse_key_values,
     read_config_file,
@@ -60,6 +62,8 @@ _LETTERS = bytes(65 + b % 26 for b in range(256))
 _MB = 1024.0 * 1024.0
 #: How long one wait for records or acknowledgements lasts at most (seconds).
 _TICK_S = 0.1
+_DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"
+_DEFAULT_TRANSACTION_DURATION_MS = 3000
 
 
 def add_parser(sub: Any) -> None:
@@ -105,6 +109,16 @@ def _add_produce(tests: Any) -> None:
     )
     p.add_argument("--producer.config", dest="producer_config", type=Path, metavar="FILE")
     p.add_argument("--bootstrap-server", dest="bootstrap_server", metavar="HOST:PORT")
+    p.add_argument(
+        "--transactional-id",
+        help="send in transactions with this id (default, if transactions are asked for: "
+        f"{_DEFAULT_TRANSACTIONAL_ID})",
+    )
+    p.add_argument(
+        "--transaction-duration-ms",
+        type=int,
+        help="commit a transaction once it is this old (default 3000, if transactional)",
+    )
     p.set_defaults(run=run_produce)
 
 
@@ -193,9 +207,24 @@ def run_produce(args: argparse.Namespace) -> int:
     if not bootstrap:
         raise CliError("--bootstrap-server or bootstrap.servers in --producer-props is required")
     props.setdefault("client.id", "perf-producer-client")
+    # As Kafka's tool: any of the three asks for transactions.
+    transactional = (
+        args.transactional_id is not None
+        or args.transaction_duration_ms is not None
+        or "transactional.id" in props
+    )
+    if args.transactional_id is not None or transactional:
+        props["transactional.id"] = (
+            args.transactional_id or props.get("transactional.id") or _DEFAULT_TRANSACTIONAL_ID
+        )
     payloads = _payloads(args)
     watch = BrokerWatch(bootstrap)
     producer = make_client(Producer, client_config(bootstrap, watch, props))
+    # Before the clock starts, as Kafka's tool: initialising is not sending.
+    txn = _Transactions(
+        producer if transactional else None,
+        args.transaction_duration_ms or _DEFAULT_TRANSACTION_DURATION_MS,
+    )
     bar = Progress(args.num_records, "records", "sent")
     stats = ProducerStats(args.num_records, bar.print, _now_ms)
     failures: list[str] = []
@@ -224,12 +253,15 @@ def run_produce(args: argparse.Namespace) -> int:
                 payload = str(i).encode()
             else:
                 payload = os.urandom(args.record_size).translate(_LETTERS)
+            txn.begin_if_none()
             sent_ms = _now_ms()
             _send(producer, watch, args.topic, payload, on_delivery(sent_ms, len(payload)))
+            txn.sent(sent_ms)
             producer.poll(0)
             bar.update(acked)
             if throttler.should_throttle(i, sent_ms):
                 throttler.throttle()
+        txn.commit()
         while len(producer) > 0:
             producer.poll(_TICK_S)
             bar.update(acked)
@@ -238,6 +270,40 @@ def run_produce(args: argparse.Namespace) -> int:
         print(f"error sending a record: {failure}", file=sys.stderr)
     print(stats.total_line())
     return 1 if failures else 0
+
+
+class _Transactions:
+    """Kafka's tool's transactions: one begins with the first record after a commit
+    and is committed once --transaction-duration-ms old (and at the end)."""
+
+    def __init__(self, producer: Any | None, duration_ms: int) -> None:
+        self._producer = producer
+        self._duration_ms = duration_ms
+        self._open_since: int | None = None
+        if producer is not None:
+            self._call(producer.init_transactions, 30)
+
+    def begin_if_none(self) -> None:
+        if self._producer is not None and self._open_since is None:
+            self._call(self._producer.begin_transaction)
+            self._open_since = _now_ms()
+
+    def sent(self, sent_ms: int) -> None:
+        if self._open_since is not None and sent_ms - self._open_since >= self._duration_ms:
+            self.commit()
+
+    def commit(self) -> None:
+        if self._producer is not None and self._open_since is not None:
+            self._call(self._producer.commit_transaction)
+            self._open_since = None
+
+    @staticmethod
+    def _call(method: Any, *args: Any) -> None:
+        try:
+            method(*args)
+        except KafkaException as e:
+            err = kafka_error(e)
+            raise CliError(error_text(err) if err is not None else str(e)) from None
 
 
 def _send(producer: Any, watch: BrokerWatch, topic: str, payload: bytes, cb: Any) -> None:
