@@ -16,7 +16,13 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from moldau.cli.main import main
-from moldau.protocol.records import Compression, build_batch
+from moldau.protocol.records import (
+    BatchHeader,
+    Compression,
+    build_batch,
+    build_end_txn_marker,
+    empty_batch,
+)
 from moldau.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from moldau.storage.txn_index import AbortedTxn
 
@@ -230,3 +236,14 @@ def test_the_tool_opens_nothing_for_writing(
     )
     assert dump("--files", names, "--deep-iteration")[0] == 0
     assert modes and not any(modes)
+
+
+def test_a_batch_the_cleaner_emptied_prints_its_header_and_no_record(tmp_path: Path) -> None:
+    marker = build_end_txn_marker(5, 0, 1, commit=True, timestamp=10)
+    emptied = empty_batch(BatchHeader.parse(marker))
+    (tmp_path / LOG).write_bytes(batches((0, 2, 100)) + emptied)
+    code, out, err = dump("--files", str(tmp_path / LOG), "--deep-iteration")
+    assert code == 0, err
+    last = out.splitlines()[-1]
+    assert last.startswith("baseOffset: 0 lastOffset: 0 count: 0 ")
+    assert "isControl: true" in last and last.endswith("isvalid: true")

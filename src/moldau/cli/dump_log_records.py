@@ -201,7 +201,8 @@ def _v2_batch(
     if not options.deep:
         return
     try:
-        control = _control_text(data) if h.is_control else ""
+        # (A control batch the cleaner emptied has no record to name its type.)
+        control = _control_text(data) if h.is_control and h.records_count else ""
         for r in iter_records(data):
             prefix = "| "
             line = ""
