@@ -87,7 +87,7 @@ def _add_produce(tests: Any) -> None:
     p.add_argument(
         "--payload-monotonic",
         action="store_true",
-        help="payloads are the record's number as text (1, 2, ...), not random",
+        help="payloads are the record's number as text (0, 1, ...), not random",
     )
     p.add_argument(
         "--payload-delimiter",
@@ -107,8 +107,19 @@ def _add_produce(tests: Any) -> None:
         metavar="KEY=VALUE",
         help="producer settings (bootstrap.servers among them, unless --bootstrap-server)",
     )
-    p.add_argument("--producer.config", dest="producer_config", type=Path, metavar="FILE")
-    p.add_argument("--bootstrap-server", dest="bootstrap_server", metavar="HOST:PORT")
+    p.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        type=Path,
+        metavar="FILE",
+        help="a properties file of producer settings (librdkafka names)",
+    )
+    p.add_argument(
+        "--bootstrap-server",
+        dest="bootstrap_server",
+        metavar="HOST:PORT",
+        help="the broker(s) to connect to (Kafka 4.1's tool takes them in --producer-props)",
+    )
     p.add_argument(
         "--transactional-id",
         help="send in transactions with this id (default, if transactions are asked for: "
