@@ -567,7 +567,7 @@ def test_moldau_perf_prints_what_kafkas_perf_tests_print_and_sends_every_record(
         )
 
 
-def test_moldau_perf_produce_in_transactions_commits_them_as_it_goes(
+def test_moldau_perf_produce_in_transactions_commits_every_record(
     moldau: BrokerProcess, tmp_path: Path
 ) -> None:
     b = moldau.bootstrap
@@ -575,13 +575,24 @@ def test_moldau_perf_produce_in_transactions_commits_them_as_it_goes(
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     out = _moldau_tool("perf", "produce", "--topic", topic, "--num-records", "400",
-                       "--payload-monotonic", "--throughput", "1000", "--bootstrap-server", b,
+                       "--payload-monotonic", "--throughput", "2000", "--bootstrap-server", b,
+                       "--transactional-id", f"{topic}-tx",
                        "--transaction-duration-ms", "100")  # fmt: skip
     assert out.startswith("400 records sent, ")
-    # A transaction every 100 ms of a 0.4 s run: several commits, each a marker.
+    # Every record in a committed transaction (how many transactions depends on time:
+    # tests/unit/test_progress.py checks the cadence on a test clock).
     segment = moldau.data_dir / f"{topic}-0" / "00000000000000000000.log"
-    dumped = _moldau_tool("dump-log", "--files", str(segment), "--print-data-log")
-    assert dumped.count("endTxnMarker: COMMIT") >= 3
+
+    def dump() -> str:
+        return _moldau_tool("dump-log", "--files", str(segment), "--print-data-log")
+
+    # The coordinator writes the markers after it answers the last commit.
+    assert wait_for(
+        lambda: re.search(r"endTxnMarker: COMMIT coordinatorEpoch: \d+$", dump().splitlines()[-1])
+    )
+    dumped = dump()
+    data_batches = [x for x in dumped.splitlines() if "isControl: false" in x]
+    assert data_batches and all("isTransactional: true" in x for x in data_batches)
     assert "endTxnMarker: ABORT" not in dumped
     payloads = re.findall(r"payload: (\d+)$", dumped, re.M)
     assert payloads == [str(i) for i in range(400)]

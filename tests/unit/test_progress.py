@@ -1,5 +1,6 @@
 """cli/progress.py: a bar on a terminal's stderr, nothing anywhere else; and the perf
-tools' counting and pacing (cli/perf_stats.py) on a clock the test turns."""
+tools' counting, pacing (cli/perf_stats.py) and transactions (cli/perf.py) on a clock
+the test turns."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 
 import pytest
 
+from moldau.cli.perf import Transactions
 from moldau.cli.perf_stats import ProducerStats, ThroughputThrottler, percentiles
 from moldau.cli.progress import Progress, render
 
@@ -115,3 +117,38 @@ def test_a_line_printed_through_the_bar_is_never_mixed_with_it(
     with Progress(10, stream=io.StringIO()) as quiet:
         quiet.print("a line", stream=piped_out)
     assert piped_out.getvalue() == "a line\n"
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def init_transactions(self, timeout: float) -> None:
+        self.calls.append("init")
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def commit_transaction(self) -> None:
+        self.calls.append("commit")
+
+
+def test_perf_produce_commits_a_transaction_once_it_is_old_enough_and_at_the_end() -> None:
+    producer, now = FakeProducer(), [0]
+    txn = Transactions(producer, 100, clock_ms=lambda: now[0])
+    for ms in range(0, 250, 10):  # a record every 10 ms
+        now[0] = ms
+        txn.begin_if_none()
+        producer.calls.append("send")
+        txn.sent(ms)
+    txn.commit()
+    txn.commit()  # nothing open: nothing to commit
+    # Begun at 0 and committed with the record of 100 ms; again 110-210; 220-240 last.
+    assert producer.calls == (
+        ["init", "begin"] + ["send"] * 11 + ["commit", "begin"] + ["send"] * 11
+        + ["commit", "begin"] + ["send"] * 3 + ["commit"]
+    )  # fmt: skip
+    silent = Transactions(None, 100)
+    silent.begin_if_none()
+    silent.sent(10_000)
+    silent.commit()  # not transactional: no calls, no error

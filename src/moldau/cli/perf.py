@@ -29,6 +29,7 @@ import random
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +236,7 @@ def run_produce(args: argparse.Namespace) -> int:
     watch = BrokerWatch(bootstrap)
     producer = make_client(Producer, client_config(bootstrap, watch, props))
     # Before the clock starts, as Kafka's tool: initialising is not sending.
-    txn = _Transactions(
+    txn = Transactions(
         producer if transactional else None,
         args.transaction_duration_ms or _DEFAULT_TRANSACTION_DURATION_MS,
     )
@@ -287,13 +288,16 @@ def run_produce(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-class _Transactions:
+class Transactions:
     """Kafka's tool's transactions: one begins with the first record after a commit
     and is committed once --transaction-duration-ms old (and at the end)."""
 
-    def __init__(self, producer: Any | None, duration_ms: int) -> None:
+    def __init__(
+        self, producer: Any | None, duration_ms: int, clock_ms: Callable[[], int] = _now_ms
+    ) -> None:
         self._producer = producer
         self._duration_ms = duration_ms
+        self._clock_ms = clock_ms
         self._open_since: int | None = None
         if producer is not None:
             self._call(producer.init_transactions, 30)
@@ -301,7 +305,7 @@ class _Transactions:
     def begin_if_none(self) -> None:
         if self._producer is not None and self._open_since is None:
             self._call(self._producer.begin_transaction)
-            self._open_since = _now_ms()
+            self._open_since = self._clock_ms()
 
     def sent(self, sent_ms: int) -> None:
         if self._open_since is not None and sent_ms - self._open_since >= self._duration_ms:
