@@ -228,12 +228,11 @@ def test_moldau_dump_log_reports_a_corrupt_segment_as_kafkas_does(
         (tmp_path / name).write_bytes(content)
     flipped_path, torn_path, bad_size_path = (str(tmp_path / name) for name in copies)
     runs = [
-        # CRCs fail but batches are walked: exit 0; the torn tail is counted.
-        ["--files", f"{flipped_path},{torn_path}"],
+        # CRCs fail but batches are walked; the torn tail is counted; then a size no
+        # batch can have is Kafka's CorruptRecordException: exit 1 after the rest.
+        ["--files", f"{flipped_path},{torn_path},{bad_size_path}"],
         # The records of the flipped batch do not decompress: exit 1 after what came before.
         ["--files", flipped_path, "--deep-iteration"],
-        # A size no batch can have: Kafka's CorruptRecordException.
-        ["--files", bad_size_path],
     ]
     outcomes = []
     for args in runs:
@@ -244,10 +243,11 @@ def test_moldau_dump_log_reports_a_corrupt_segment_as_kafkas_does(
         if code != 0:
             assert err.count("\n") == 1, err  # one line saying why
         outcomes.append((code, ours, err))
-    (_, shallow, _), (deep_code, _, _), (size_code, _, size_err) = outcomes
+    (shallow_code, shallow, size_err), (deep_code, _, _) = outcomes
     assert "isvalid: false" in shallow
     assert "Found 40 invalid bytes at the end of 00000000000000000001.log" in shallow
-    assert deep_code == 1 and size_code == 1
+    assert f"Dumping {bad_size_path}" in shallow
+    assert shallow_code == 1 and deep_code == 1
     assert (
         "Found record size 5 smaller than minimum record overhead (14) in file "
         f"{bad_size_path}." in size_err
