@@ -18,6 +18,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 # KafkaJS (tests/js) runs on Node.js; npm installs the version its lock file pins.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# The web console's tests (tests/ui) drive Debian's Chromium through Playwright.
+[ -x /usr/bin/chromium ] || need+=(chromium)
 # A C compiler and Python's headers build the Spark source's record walk
 # (moldau.spark.record_walk) and the sink's record build (moldau.spark.record_build),
 # so the tests cover them beside their Python fallbacks.

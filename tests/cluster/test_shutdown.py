@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import psutil
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from moldau.testing.cluster import Cluster
 from moldau.testing.process import wait_for
+from moldau.testing.zookeeper import ZooKeeperServer
 from tests.cluster.test_replication import partitions
 from tests.integration.clients import confluent_consume
 
@@ -158,3 +163,40 @@ def test_controlled_shutdown_moves_leaders_before_the_broker_stops(
         assert offsets == sorted(set(offsets))
         got = confluent_consume(cluster.bootstrap, topic_name, offsets[-1] + 1, partition=0)
         assert {o for _, o, _, _, _ in got} >= set(offsets)
+
+
+def test_sigterm_stops_a_broker_still_waiting_for_zookeeper_at_start(
+    tmp_path: Path, zookeeper: ZooKeeperServer, zk_connect: str
+) -> None:
+    """A broker starting while ZooKeeper does not answer (paused: its port accepts,
+    nothing replies) waits for it as long as zookeeper.connection.timeout.ms; SIGTERM
+    meanwhile stops it at once, exit 0, with no traceback."""
+    zookeeper.pause()
+    proc = None
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moldau", "serve", "--port", "0",
+             "--data-dir", str(tmp_path / "data"),
+             f"--override=zookeeper.connect={zk_connect}",
+             "--override=zookeeper.connection.timeout.ms=60000"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+        def connected_to_zookeeper() -> bool:
+            conns = psutil.Process(proc.pid).net_connections("tcp")
+            return any(c.raddr and c.raddr.port == zookeeper.port for c in conns)
+
+        assert wait_for(connected_to_zookeeper, timeout=30)
+        time.sleep(0.5)  # into kazoo's handshake wait, past the signal handlers' set-up
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        _, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        zookeeper.resume()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert took < 5, f"{took:.1f} s from SIGTERM to exit"

@@ -79,6 +79,10 @@ def test_describe_reports_sources_and_synonyms() -> None:
     )
     assert described["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG
     assert described["cleanup.policy"].value == "delete"
+    # Booleans from the broker's properties print as Kafka prints them, not as 0 and 1.
+    assert described["preallocate"].value == "false"
+    assert described["message.downconversion.enable"].value == "true"
+    assert described["unclean.leader.election.enable"].value == "false"
 
 
 def test_a_time_config_lists_synonyms_only_from_its_primary_property_on_as_kafka() -> None:

@@ -86,3 +86,18 @@ def test_the_rules_see_every_package() -> None:
     for package in (*ALLOWED, *BELOW_SERVER):
         assert FOUND[package], package
     assert ("protocol/records.py", "crc32c") in FOUND["protocol"]
+
+
+def test_only_the_command_line_imports_the_console() -> None:
+    """moldau.ui is a client of the cluster: the broker never imports it (serve's
+    wiring in cli/ starts it), and it reaches brokers only through the protocol and
+    the tools' helpers, never the broker's internals."""
+    importers = {
+        package: sorted(w for w, dep in moldau_packages(package) if dep == "ui")
+        for package in FOUND
+        if package not in ("ui", "cli", "testing")
+    }
+    assert {p: i for p, i in importers.items() if i} == {}
+    inward = sorted((w, dep) for w, dep in moldau_packages("ui") if dep not in ("cli", "protocol"))
+    assert inward == []
+    assert FOUND["ui"], "the scan reads moldau/ui"

@@ -179,3 +179,24 @@ def test_leader_requests_follow_a_moved_leader_and_give_up_at_the_timeout() -> N
     answers = ask_leaders(cluster.metadata, send_ok, [("t", 0)], 1.0, lambda: 0.0, cluster.pause)
     assert answers == {("t", 0): Answer(error="OFFSET_OUT_OF_RANGE")}
     assert cluster.sent == [(("h", 2), [("t", 0)])]
+
+
+def test_leader_requests_use_the_metadata_the_tool_already_has_for_the_first_round() -> None:
+    cluster = FakeCluster({("t", 0): 1})
+    known = cluster.metadata()
+    asked_for_metadata = []
+
+    def metadata() -> Any:
+        asked_for_metadata.append(1)
+        return cluster.metadata()
+
+    def send(address: Address, asked: list[Partition]) -> dict[Partition, Answer]:
+        cluster.sent.append((address, asked))
+        if len(cluster.sent) == 1:
+            return {tp: error_answer(ErrorCode.not_leader_or_follower) for tp in asked}
+        return {tp: Answer(3) for tp in asked}
+
+    answers = ask_leaders(metadata, send, [("t", 0)], 1.0, lambda: 0.0, cluster.pause, known)
+    assert answers == {("t", 0): Answer(3)}
+    # One Metadata, for the second round only: the first used what the tool had.
+    assert asked_for_metadata == [1]

@@ -50,14 +50,16 @@ def ask_leaders(
     timeout_s: float,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], None] = time.sleep,
+    known: Any = None,
 ) -> dict[Partition, Answer]:
     """Each partition's answer from its leader (`metadata()`: librdkafka's Metadata;
-    `send`: one request to one broker for some of its partitions)."""
+    `send`: one request to one broker for some of its partitions; `known`: Metadata
+    the caller already has, used for the first round instead of asking again)."""
     answers: dict[Partition, Answer] = {}
     pending = list(partitions)
     deadline = clock() + timeout_s
     while True:
-        md = metadata()
+        md, known = (known, None) if known is not None else (metadata(), None)
         by_leader: dict[Address, list[Partition]] = {}
         for tp in pending:
             t = md.topics.get(tp[0])

@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "delete-records",
         "log-dirs",
         "broker-api-versions",
+        "ui",
         "dump-log",
         "perf",
     ):

@@ -55,6 +55,16 @@ def add_parser(sub: Any) -> None:
         "with --brokers N, brokers take PORT..PORT+N-1",
     )
     p.add_argument(
+        "--ui-port",
+        type=int,
+        metavar="PORT",
+        help="also serve the web console on this port (0: any free port), as `moldau ui` "
+        "would for these brokers",
+    )
+    p.add_argument(
+        "--ui-host", default="127.0.0.1", help="address the console binds (default 127.0.0.1)"
+    )
+    p.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -247,6 +257,8 @@ def run(args: argparse.Namespace) -> int:
     from moldau.protocol.errors import KafkaError
     from moldau.server.event_loop import loop_factory
 
+    if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
+        raise CliError(f"--ui-port {args.ui_port} is not a valid port")
     logging.basicConfig(
         level=args.log_level,
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
@@ -256,14 +268,15 @@ def run(args: argparse.Namespace) -> int:
         props = broker_properties(args)
         configs = [BrokerConfig(p) for p in cluster_properties(props, args.brokers)]
         with asyncio.Runner(loop_factory=loop_factory(configs[0]["event.loop"])) as runner:
-            return runner.run(_serve(configs))
+            ui = (args.ui_host, args.ui_port) if args.ui_port is not None else None
+            return runner.run(_serve(configs, ui))
     except (KafkaError, StoreError) as e:
         raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(str(e)) from None
 
 
-async def _serve(configs: list[Any]) -> int:
+async def _serve(configs: list[Any], ui_address: tuple[str, int] | None = None) -> int:
     from moldau.server.embedded import METADATA_DIR, EmbeddedCluster
     from moldau.server.zookeeper_mode import ZooKeeperModeServer
 
@@ -275,6 +288,7 @@ async def _serve(configs: list[Any]) -> int:
         cluster = EmbeddedCluster(configs, config.log_dirs[0] / METADATA_DIR)
     else:
         cluster = EmbeddedCluster(configs, config.log_dirs[0].parent / METADATA_DIR)
+    ui: Any = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -282,7 +296,9 @@ async def _serve(configs: list[Any]) -> int:
     # SIGUSR1 logs what every task is waiting for (as jstack does for Kafka).
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
-        await cluster.start()
+        if not await _start_unless_stopped(cluster, stop):
+            logging.getLogger("moldau").warning("stopped before start-up finished")
+            return 0
         for b in cluster.brokers:
             where = ", ".join(f"{ep.host}:{ep.port}" for ep in b.advertised_endpoints())
             # Before the line that says it is up (BrokerProcess waits for that one).
@@ -305,13 +321,66 @@ async def _serve(configs: list[Any]) -> int:
                     f"http://{m.host or 'localhost'}:{m.port}/metrics",
                     flush=True,
                 )
+        if ui_address is not None:
+            ui = await _start_ui(cluster.brokers, *ui_address)
         failure = await _wait_for_stop(stop, cluster.brokers)
     finally:
+        if ui is not None:
+            await ui.stop()
         await cluster.shutdown()
     if failure is not None:
         raise CliError(failure)
     logging.getLogger("moldau").info("shut down cleanly")
     return 0
+
+
+async def _start_unless_stopped(cluster: Any, stop: asyncio.Event) -> bool:
+    """Start the cluster; False if a signal asked to stop first. A start can wait on
+    ZooKeeper for as long as it takes (as Kafka's does), so a stop must not wait for
+    it: the start is cancelled and the caller shuts down what it had started."""
+    start = asyncio.ensure_future(cluster.start())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([start, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not start.done():
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+        return False
+    start.result()
+    return True
+
+
+async def _start_ui(brokers: list[Any], host: str, port: int) -> Any:
+    """The console in this process and loop, a client of these brokers like any
+    other (over loopback, the Kafka protocol), reading their metrics endpoints."""
+    from moldau.cli.ui import url
+    from moldau.ui.cluster import ClusterClient
+    from moldau.ui.server import UiServer
+
+    plain = [
+        f"{s.host or '127.0.0.1'}:{s.port}"
+        for b in brokers
+        for s in b.servers
+        if s.security_protocol == "PLAINTEXT"
+    ]
+    if not plain:
+        raise CliError("--ui-port needs a PLAINTEXT listener to connect to")
+    metrics = [
+        f"http://{b.metrics_server.host or '127.0.0.1'}:{b.metrics_server.port}/metrics"
+        for b in brokers
+        if b.metrics_server is not None
+    ]
+    server = UiServer(ClusterClient(",".join(plain), metrics_urls=metrics))
+    try:
+        bound = await server.start(host, port)
+    except BaseException:
+        await server.stop()
+        raise
+    print(f"Moldau console at {url(host, bound)}", flush=True)
+    return server
 
 
 def _dump_tasks() -> None:

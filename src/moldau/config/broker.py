@@ -424,7 +424,8 @@ class BrokerConfig(BrokerDefaults):
         for prop, unit in _CHAINS.get(name, [(name, 1)]):
             value = self.values.get(prop)
             if value is not None:
-                return value * unit
+                # Not `* 1` for every value: a boolean would come out as 0 or 1.
+                return value * unit if unit != 1 else value
         return None
 
     def synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:

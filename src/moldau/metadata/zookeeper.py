@@ -159,12 +159,14 @@ class ZooKeeperStore(MetadataStore):
             # The chroot must exist before a client rooted in it can do anything.
             root = KazooClient(hosts=self._hosts, timeout=self._session_timeout_s)
             try:
-                await asyncio.to_thread(root.start, self._connection_timeout_s)
+                await _connect(root, self._connection_timeout_s)
                 await asyncio.to_thread(root.ensure_path, self._chroot)
+            except TimeoutError as e:
+                raise StoreError(f"cannot reach ZooKeeper at {self._hosts}: {e}") from e
             except Exception as e:
                 raise _translate(e) from e
             finally:
-                await asyncio.to_thread(_stop_and_close, root)
+                await _close_apart(root)
         self._zk = KazooClient(
             hosts=self._hosts + self._chroot,
             timeout=self._session_timeout_s,
@@ -174,28 +176,16 @@ class ZooKeeperStore(MetadataStore):
         )
         self._zk.add_listener(self._on_state)
         try:
-            await asyncio.to_thread(self._zk.start, self._connection_timeout_s)
+            await _connect(self._zk, self._connection_timeout_s)
         except Exception as e:
-            await asyncio.to_thread(_stop_and_close, self._zk)
-            self._zk = None
+            zk, self._zk = self._zk, None
+            await _close_apart(zk)
             raise StoreError(f"cannot reach ZooKeeper at {self._hosts}: {e}") from e
 
     async def close(self) -> None:
         if self._zk is not None:
             zk, self._zk = self._zk, None
-            # A thread of its own: every pooled one may be inside a call that retries
-            # until the client stops, which is what this does.
-            loop = asyncio.get_running_loop()
-            done: asyncio.Future[None] = loop.create_future()
-
-            def stop() -> None:
-                try:
-                    _stop_and_close(zk)
-                finally:
-                    loop.call_soon_threadsafe(done.set_result, None)
-
-            threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
-            await done
+            await _close_apart(zk)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def add_session_listener(self, listener: SessionListener) -> None:
@@ -365,3 +355,38 @@ def _stop_and_close(zk: KazooClient) -> None:
         zk.stop()
     finally:
         zk.close()
+
+
+async def _connect(zk: KazooClient, timeout_s: float) -> None:
+    """kazoo's `start` without a thread blocked in it: a start waiting for a
+    ZooKeeper that does not answer can then be cancelled (a broker asked to stop
+    while it starts), and nothing is left for the loop's executor to wait for at
+    exit. TimeoutError when no session came within `timeout_s`."""
+    connected = zk.start_async()
+    async with asyncio.timeout(timeout_s):
+        while not connected.is_set():
+            await asyncio.sleep(0.02)
+
+
+async def _close_apart(zk: KazooClient) -> None:
+    """Stop and close the client on a thread of its own: every pooled one may be
+    inside a call that retries until the client stops, which is what this does.
+    Waits for it only with a session to close (ZooKeeper then drops the ephemeral
+    nodes at once): a client still in a handshake ZooKeeper does not answer stops
+    only when kazoo's read times out, up to a session timeout later."""
+    if not zk.connected:
+        threading.Thread(
+            target=_stop_and_close, args=(zk,), name="zookeeper-close", daemon=True
+        ).start()
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def stop() -> None:
+        try:
+            _stop_and_close(zk)
+        finally:
+            loop.call_soon_threadsafe(done.set_result, None)
+
+    threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
+    await done

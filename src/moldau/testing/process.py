@@ -10,11 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from moldau.server.embedded import METADATA_DIR
+from moldau.testing.browser import console_url
 from moldau.testing.isolation import IsolationGroup
 from moldau.testing.sasl import SaslListener, SaslUsers, write_scram_users_offline
 
@@ -37,13 +38,15 @@ class BrokerProcess(SaslListener):
         tls: Certificates | None = None,
         client_auth: str = "none",
         sasl: SaslUsers | None = None,
+        serve_args: Sequence[str] = (),
     ) -> None:
         """`tls`: also listen with TLS (an SSL listener, its certificates from that
         CA, ssl.client.auth=`client_auth`) next to the PLAINTEXT one; its address is
         `ssl_bootstrap`. `sasl`: also a SASL_SSL listener (with `tls`, else
         SASL_PLAINTEXT) taking those users, at `sasl_bootstrap`; without
         zookeeper.connect their SCRAM credentials are written to the broker's
-        embedded store before its first start."""
+        embedded store before its first start. `serve_args`: more flags for `moldau
+        serve` (`--ui-port 0`: the console's address is then `console_url`)."""
         self.data_dir = Path(data_dir)
         # A cgroup the process starts in, so that tests can cut it off the network.
         self.isolation = isolation
@@ -72,6 +75,8 @@ class BrokerProcess(SaslListener):
         self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._lines: list[str] = []
+        self.serve_args = list(serve_args)
+        self.console_url: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -119,6 +124,7 @@ class BrokerProcess(SaslListener):
             cmd += ["--data-dir", str(self.data_dir)]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
+        cmd += self.serve_args
         # Each start has its own event and lines: the reader of a process just
         # stopped may still be at its end of file, which sets its own event, not
         # this start's (a shared one let a restart return before the new listened).
@@ -152,6 +158,7 @@ class BrokerProcess(SaslListener):
         for raw in proc.stdout:
             line = raw.decode(errors="replace")
             lines.append(line)
+            self.console_url = console_url(line) or self.console_url
             listener = _LISTENER.search(line)
             if listener:
                 self.listener_ports[listener.group(1)] = int(listener.group(2))

@@ -1,0 +1,48 @@
+"""Bounded history of the numbers the console charts, kept in the server so a page
+opened later still shows the last minutes; and rates from cumulative counters."""
+
+from __future__ import annotations
+
+from collections import deque
+
+#: Samples kept a series: 10 minutes at one sample every 2 s.
+DEFAULT_POINTS = 300
+#: Series kept at most (a group's lag is one a group): the oldest go first.
+MAX_SERIES = 1000
+
+
+class History:
+    def __init__(self, points: int = DEFAULT_POINTS, max_series: int = MAX_SERIES) -> None:
+        self.points = points
+        self.max_series = max_series
+        self._series: dict[str, deque[tuple[int, float]]] = {}
+
+    def add(self, name: str, t_ms: int, value: float) -> None:
+        ring = self._series.get(name)
+        if ring is None:
+            while len(self._series) >= self.max_series:
+                del self._series[next(iter(self._series))]
+            ring = self._series[name] = deque(maxlen=self.points)
+        ring.append((t_ms, value))
+
+    def points_of(self, name: str) -> list[list[float]]:
+        return [[t, v] for t, v in self._series.get(name, ())]
+
+    def series(self, *names: str) -> list[dict[str, object]]:
+        """The charts' form: [{"name": ..., "points": [[t_ms, value], ...]}, ...]."""
+        return [{"name": n, "points": self.points_of(n)} for n in names]
+
+
+class Rate:
+    """Per-second rate of a cumulative counter between two samples. A counter that
+    went down (a broker restarted, retention deleted a segment) starts afresh
+    rather than giving a negative rate."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None
+
+    def update(self, t_s: float, total: float) -> float | None:
+        last, self._last = self._last, (t_s, total)
+        if last is None or t_s <= last[0] or total < last[1]:
+            return None
+        return (total - last[1]) / (t_s - last[0])

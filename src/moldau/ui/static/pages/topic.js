@@ -1,0 +1,50 @@
+// #/topic/<name>: each partition's leader, replicas, ISR, offsets and size; the
+// topic's configs with their source, editable.
+import { getJSON, sendJSON } from "../api.js";
+import { bytes, el, link, table } from "../dom.js";
+import { showError } from "../app.js";
+import { poll } from "../poll.js";
+
+function configForm(name, refresh) {
+  const key = el("input", { name: "key", placeholder: "retention.ms" });
+  const value = el("input", { name: "value", placeholder: "value" });
+  const form = el("form", { class: "inline", id: "alter-config" },
+    el("label", {}, "Config", key), el("label", {}, "Value", value),
+    el("button", { type: "submit" }, "Set"),
+    el("button", { type: "button", class: "secondary", onclick: () => change({ delete: [key.value.trim()] }) }, "Reset to default"));
+  async function change(body) {
+    try { await sendJSON("PUT", `/api/topics/${encodeURIComponent(name)}/configs`, body); await refresh(); }
+    catch (err) { showError(err.message); }
+  }
+  form.addEventListener("submit", e => { e.preventDefault(); change({ set: { [key.value.trim()]: value.value } }); });
+  return [form, (k, v) => { key.value = k; value.value = v ?? ""; value.focus(); }];
+}
+
+export function render(main, [name]) {
+  const head = el("p", {}, link(`#/messages/${encodeURIComponent(name)}`, "Browse messages"));
+  const parts = el("div"), configs = el("div");
+  async function refresh() {
+    const t = await getJSON(`/api/topics/${encodeURIComponent(name)}`);
+    const lagging = p => p.isr.length < p.replicas.length;
+    parts.replaceChildren(table([
+      { title: "Partition", value: p => p.partition, num: true },
+      { title: "Leader", value: p => el("span", { class: p.leader < 0 ? "bad" : "" }, p.leader < 0 ? "none" : p.leader), num: true },
+      { title: "Replicas", value: p => p.replicas.join(", ") },
+      { title: "ISR", value: p => el("span", { class: lagging(p) ? "warn" : "" }, p.isr.join(", ")) },
+      { title: "Log start", value: p => p.logStart ?? "–", num: true },
+      { title: "High watermark", value: p => p.highWatermark ?? "–", num: true },
+      { title: "Last stable", value: p => p.lastStable ?? "–", num: true },
+      { title: "Size", value: p => bytes(p.size), num: true },
+    ], t.partitions, { id: "partitions" }));
+    configs.replaceChildren(table([
+      { title: "Name", value: c => c.name },
+      { title: "Value", value: c => el("span", { class: c.isDefault ? "muted" : "" }, c.value ?? "(sensitive)") },
+      { title: "Source", value: c => c.source.replace(/_CONFIG$/, "").toLowerCase().replaceAll("_", " ") },
+      { title: "", value: c => (c.readOnly ? "read-only" : el("button", { class: "secondary", onclick: () => edit(c.name, c.value) }, "Edit")) },
+    ], t.configs, { id: "configs" }));
+  }
+  const [form, edit] = configForm(name, refresh);
+  main.append(el("h1", {}, `Topic ${name}`), head, el("h2", {}, "Partitions"), parts,
+    el("h2", {}, "Configs"), form, configs);
+  return poll(refresh, 5000);
+}
