@@ -474,6 +474,7 @@ def test_a_segment_deleted_under_a_cleaner_pass_is_never_read_through_a_reused_d
         (Compression.GZIP, {"compression.gzip.level": 1}, 1),
         (Compression.ZSTD, {"compression.zstd.level": 10}, 10),
     ],
+    ids=["lz4-default", "gzip-1", "zstd-10"],
 )
 def test_the_cleaner_rebuilds_a_batch_in_its_codec_at_the_topics_level_for_it(
     tmp_path: Path, clock: FakeClock, codec: Compression, topic_levels: dict[str, int], level: int
