@@ -3,6 +3,8 @@ and rates, the cluster view's counts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from moldau.ui.browse import window
@@ -90,3 +92,16 @@ def test_the_console_commands_refuse_a_port_out_of_range(
     assert "moldau ui: --port 70000 is not a valid port" in capsys.readouterr().err
     assert main(["serve", "--ui-port", "-1"]) != 0
     assert "moldau serve: --ui-port -1 is not a valid port" in capsys.readouterr().err
+
+
+def test_the_console_refuses_a_security_setting_it_cannot_honour_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from moldau.cli.main import main
+
+    conf = tmp_path / "client.properties"
+    conf.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    argv = ["ui", "--bootstrap-server", "localhost:9092", "--port", "0"]
+    assert main([*argv, "--command-config", str(conf)]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("moldau ui: --command-config: sasl.mechanism=GSSAPI is not supported")

@@ -89,10 +89,9 @@ class ViewSampler:
         try:
             new = await self._describe(now_ms, view)
         except Exception as e:
-            from moldau.ui.json import kafka_message
-
-            # The cluster is unreachable: every broker known so far is offline.
-            view.error = kafka_message(e)
+            # The cluster is unreachable (or refuses the console's login): every
+            # broker known so far is offline.
+            view.error = self.cluster.explain(e)
             view.sampled_ms = now_ms
             for b in view.brokers.values():
                 b.online = False
