@@ -21,6 +21,7 @@ from moldau.cli.common import TIMEOUT_S
 from moldau.ui.cluster import ClusterClient
 from moldau.ui.json import UiError, body, int_param, ok
 from moldau.ui.offsets import EARLIEST, LATEST, leader_sizes, list_offsets
+from moldau.ui.view import SERIES, topic_series
 
 #: Kafka's error for a topic that does not exist, as the pages say it.
 UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
@@ -128,7 +129,15 @@ def routes(cluster: ClusterClient) -> list[web.RouteDef]:
             }
             for _, e in sorted(entries.items())
         ]
-        return ok({"name": name, "partitions": partitions, "configs": configs})
+        view = cluster.view
+        throughput = {
+            "source": view.throughput_source,
+            "messagesPerSec": view.topic_rates.get(name),
+            "series": cluster.topic_history.series(*(topic_series(name, s) for s in SERIES)),
+        }
+        return ok(
+            {"name": name, "partitions": partitions, "configs": configs, "throughput": throughput}
+        )
 
     async def alter_configs(request: web.Request) -> web.Response:
         name = request.match_info["name"]

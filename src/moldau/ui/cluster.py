@@ -26,6 +26,8 @@ Address = tuple[str, int]
 #: librdkafka's errors for a login or a certificate the cluster refused: trying
 #: again cannot help, so the pages say so at once instead of timing out.
 REFUSALS = ("_AUTHENTICATION", "_SSL")
+#: Topic series kept (three a topic at most, from its first traffic).
+TOPIC_SERIES = 600
 #: How often a call waiting for an answer looks for such a refusal.
 REFUSAL_POLL_S = 0.25
 _AFTER = re.compile(r" \(after \d+ms in state \w+\)$")
@@ -54,6 +56,8 @@ class ClusterClient:
         self._refused_at = 0.0
         #: Charted numbers (bounded rings), and the last sample of the cluster.
         self.history = History()
+        #: Each topic's throughput, apart: many topics must not push out the rest.
+        self.topic_history = History(max_series=TOPIC_SERIES)
         self.view = ClusterView()
 
     def client_config(self, **extra: str) -> dict[str, Any]:

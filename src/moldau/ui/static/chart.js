@@ -19,7 +19,7 @@ function short(v) {
   return a >= 10 || v === 0 ? `${Math.round(v)}` : v.toFixed(1);
 }
 
-export function lineChart(el, { series, unit = "" }) {
+export function lineChart(el, { series, unit = "", empty = "no data yet" }) {
   const all = series.flatMap(s => s.points);
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
   // At least the last minute across; at least 1 up (a flat zero line sits at the bottom).
@@ -41,7 +41,29 @@ export function lineChart(el, { series, unit = "" }) {
     svg.append(svgEl("path", { d, fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 1.5 }));
   });
   if (!all.length) {
-    svg.append(svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle", "font-size": 12, fill: "#687385" }, "no data yet"));
+    svg.append(svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle", "font-size": 12, fill: "#687385" }, empty));
   }
   el.replaceChildren(svg);
+}
+
+// chartGrid([[name, title, unit], ...]): a row of titled charts; update(series,
+// empty) redraws each from the series of its name.
+export function chartGrid(defs) {
+  const grid = document.createElement("div");
+  grid.className = "charts";
+  const bodies = defs.map(([, title]) => {
+    const chart = document.createElement("div"), head = document.createElement("div");
+    const body = document.createElement("div");
+    chart.className = "chart"; head.className = "title"; body.className = "chart-body";
+    head.textContent = title;
+    chart.append(head, body);
+    grid.append(chart);
+    return body;
+  });
+  function update(series, empty) {
+    const byName = Object.fromEntries(series.map(s => [s.name, s]));
+    defs.forEach(([name, , unit], i) =>
+      lineChart(bodies[i], { series: [byName[name] || { name, points: [] }], unit, empty }));
+  }
+  return [grid, update];
 }

@@ -39,3 +39,10 @@ export function rate(n, unit = "/s") {
 }
 
 export function link(href, text) { return el("a", { href }, text); }
+
+// Where the throughput numbers come from, said under the charts.
+export function throughputSource(source) {
+  return source === "metrics"
+    ? "From the brokers' metrics endpoints (Kafka's BrokerTopicMetrics)."
+    : "From the protocol: bytes in as the growth of the leaders' log sizes (DescribeLogDirs), messages as the growth of the high watermarks (ListOffsets); bytes out needs the brokers' metrics endpoints (--metrics-url).";
+}
