@@ -114,6 +114,12 @@ def test_topic_page_shows_partitions_and_edits_configs(
     assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == (
         "7200000"
     )
+    # Among some forty configs, the one set on the topic, found two ways.
+    page.locator("#only-set").check()
+    expect(page.locator("#configs tbody tr")).to_have_count(1)
+    expect(retention).to_be_visible()
+    page.locator("[name=find]").fill("segment")
+    expect(page.locator(".empty")).to_have_text("No config matches.")
 
 
 def test_a_record_from_a_client_shows_in_the_browser(
@@ -144,6 +150,7 @@ def test_a_record_from_a_client_shows_in_the_browser(
     page.locator("#browse [name=timestamp]").fill("2999-01-01T00:00:00")
     page.locator("#browse").get_by_role("button").click()
     expect(records).to_have_count(0)
+    expect(page.locator("#records .empty")).to_have_text("No records in this window.")
     page.locator("#browse [name=from]").select_option("beginning")
     page.locator("#browse [name=format]").select_option("text")
     page.locator("#browse [name=filter]").fill("plain")

@@ -101,8 +101,10 @@ def routes(cluster: ClusterClient) -> list[web.RouteDef]:
         brokers = {b.id: (b.host, b.port) for b in cluster.view.brokers.values() if b.online}
         sizes = await leader_sizes(cluster, brokers, leaders, [name])
         start = await list_offsets(cluster, keys, EARLIEST)
-        high = await list_offsets(cluster, keys, LATEST)
+        # The last stable offset before the high watermark: asked the other way
+        # round under load, the page showed a stable offset past the watermark.
         stable = await list_offsets(cluster, keys, LATEST, committed=True)
+        high = await list_offsets(cluster, keys, LATEST)
         partitions = [
             {
                 "partition": i,
@@ -123,6 +125,7 @@ def routes(cluster: ClusterClient) -> list[web.RouteDef]:
             {
                 "name": e.name,
                 "value": None if e.is_sensitive else e.value,
+                "sensitive": bool(e.is_sensitive),
                 "source": ConfigSource(e.source).name,
                 "readOnly": bool(e.is_read_only),
                 "isDefault": bool(e.is_default),

@@ -12,12 +12,14 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// columns: [{title, value: row => text|Node, num: bool}]
-export function table(columns, rows, attrs = {}) {
-  return el("table", attrs,
+// columns: [{title, value: row => text|Node, num: bool}]; `empty`: what to say
+// under the headings when there are no rows.
+export function table(columns, rows, attrs = {}, empty = null) {
+  const t = el("table", attrs,
     el("thead", {}, el("tr", {}, columns.map(c => el("th", { class: c.num ? "num" : null }, c.title)))),
     el("tbody", {}, rows.map(r => el("tr", {},
       columns.map(c => el("td", { class: c.num ? "num" : null }, c.value(r)))))));
+  return rows.length || !empty ? t : el("div", {}, t, el("p", { class: "empty" }, empty));
 }
 
 export function card(label, value, cls) {

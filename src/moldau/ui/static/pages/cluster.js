@@ -33,7 +33,7 @@ export function render(main) {
       { title: "Rack", value: b => b.rack ?? "–" },
       { title: "Role", value: b => (b.id === c.controller ? "controller" : "") },
       { title: "Status", value: b => el("span", { class: `badge ${b.online ? "ok" : "bad"}`, "data-broker": b.id }, b.online ? "online" : "offline") },
-    ], c.brokers, { id: "brokers" }));
+    ], c.brokers, { id: "brokers" }, "No broker has answered yet."));
     if (c.error) throw new Error(`cannot reach the cluster at ${c.bootstrap}: ${c.error}`);
     source.textContent = throughputSource(c.throughput.source);
     drawCharts(c.throughput.series);

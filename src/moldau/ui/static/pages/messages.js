@@ -55,7 +55,7 @@ export function render(main, [topic]) {
     { title: "Key", value: r => show(r.key, format.value) },
     { title: "Value", value: r => [show(r.value, format.value), r.truncated ? el("span", { class: "note" }, " (cut)") : null] },
     { title: "Headers", value: r => r.headers.map(([k, v]) => el("div", { class: "header" }, `${k}: `, v === null ? "null" : decoder.decode(bytesOf(v)))) },
-  ], records));
+  ], records, {}, "No records in this window."));
 
   async function load() {
     const q = new URLSearchParams({ partition: partition.value, from: from.value, limit: limit.value, filter: filter.value });

@@ -56,16 +56,29 @@ export function render(main, [name]) {
       { title: "Last stable", value: p => p.lastStable ?? "–", num: true },
       { title: "Size", value: p => bytes(p.size), num: true },
     ], t.partitions, { id: "partitions" }));
+    shownConfigs = t.configs;
+    drawConfigs();
+  }
+  // The configs, filtered by name or to those set on the topic (dynamic).
+  let shownConfigs = [];
+  const find = el("input", { name: "find", type: "search", placeholder: "filter by name" });
+  const onlySet = el("input", { type: "checkbox", id: "only-set" });
+  function drawConfigs() {
+    const rows = shownConfigs.filter(c => c.name.includes(find.value.trim()) && (!onlySet.checked || !c.isDefault));
     configs.replaceChildren(table([
       { title: "Name", value: c => c.name },
-      { title: "Value", value: c => el("span", { class: c.isDefault ? "muted" : "" }, c.value ?? "(sensitive)") },
+      { title: "Value", value: c => el("span", { class: c.isDefault ? "muted" : "" }, c.sensitive ? "(sensitive)" : c.value ?? "") },
       { title: "Source", value: c => c.source.replace(/_CONFIG$/, "").toLowerCase().replaceAll("_", " ") },
       { title: "", value: c => (c.readOnly ? "read-only" : el("button", { class: "secondary", onclick: () => edit(c.name, c.value) }, "Edit")) },
-    ], t.configs, { id: "configs" }));
+    ], rows, { id: "configs" }, "No config matches."));
   }
+  find.addEventListener("input", drawConfigs);
+  onlySet.addEventListener("change", drawConfigs);
   const [form, edit] = configForm(name, refresh);
   main.append(el("h1", {}, `Topic ${name}`), head, cards, el("h2", {}, "Throughput"), source, charts,
     el("h2", {}, "Partitions"), parts,
-    el("h2", {}, "Configs"), form, configs);
+    el("h2", {}, "Configs"), form,
+    el("div", { class: "toolbar" }, find, el("label", { class: "check" }, onlySet, " only those not at their default")),
+    configs);
   return poll(refresh, 5000);
 }
