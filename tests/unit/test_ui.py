@@ -160,3 +160,30 @@ def test_window_from_the_end_with_a_filter_looks_back_as_far_as_the_scan_budget(
     span = end_span(10, 2, "needle")
     assert span == MAX_SCANNED // 2
     assert window("end", 10, START, HIGH, span=span).starts == START
+
+
+def test_the_client_explains_timeouts_by_what_librdkafka_reported() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from moldau.ui.cluster import ClusterClient
+
+    cluster = ClusterClient("b:9092")
+    try:
+        timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out"))
+        assert cluster.explain(timed_out) == "_TIMED_OUT: Timed out"
+        cluster._on_error(KafkaError(KafkaError._TRANSPORT, "b:9092/bootstrap: Connect failed"))
+        assert cluster.explain(timed_out) == (
+            "_TIMED_OUT: Timed out (lately: _TRANSPORT: b:9092/bootstrap: Connect failed)"
+        )
+        cluster.check()  # the sampler has not failed: pages still ask
+        cluster.view.error = "_TIMED_OUT: Timed out"
+        with pytest.raises(UiError, match="cannot reach the cluster at b:9092: _TIMED_OUT"):
+            cluster.check()
+        refused = "b:9092/bootstrap: SASL authentication error: bad (after 9ms in state AUTH_REQ)"
+        cluster._on_error(KafkaError(KafkaError._AUTHENTICATION, refused))
+        expected = "_AUTHENTICATION: b:9092/bootstrap: SASL authentication error: bad"
+        assert cluster.explain(timed_out) == expected
+        with pytest.raises(UiError, match=expected):
+            cluster.check()
+    finally:
+        cluster.close()

@@ -26,6 +26,10 @@ Address = tuple[str, int]
 #: librdkafka's errors for a login or a certificate the cluster refused: trying
 #: again cannot help, so the pages say so at once instead of timing out.
 REFUSALS = ("_AUTHENTICATION", "_SSL")
+#: librdkafka's errors for a broker it cannot reach: a timeout's likely cause.
+UNREACHABLE = ("_TRANSPORT", "_RESOLVE")
+#: How long such an error explains the timeouts that follow it.
+UNREACHABLE_FRESH_S = 30.0
 #: Topic series kept (three a topic at most, from its first traffic).
 TOPIC_SERIES = 600
 #: How often a call waiting for an answer looks for such a refusal.
@@ -54,6 +58,7 @@ class ClusterClient:
         #: when (time.monotonic()); None once the cluster answers again.
         self.refused: str | None = None
         self._refused_at = 0.0
+        self._unreachable: tuple[str, float] | None = None
         #: Charted numbers (bounded rings), and the last sample of the cluster.
         self.history = History()
         #: Each topic's throughput, apart: many topics must not push out the rest.
@@ -71,20 +76,37 @@ class ClusterClient:
     def _on_error(self, err: Any) -> None:
         """librdkafka's error callback (run by `poll`): remembers a refused login
         or certificate; other errors come back with the calls."""
+        message = f"{err.name()}: {_AFTER.sub('', str(err.str()))}"
         if err.name() in REFUSALS:
-            self.refused = f"{err.name()}: {_AFTER.sub('', str(err.str()))}"
+            self.refused = message
             self._refused_at = time.monotonic()
+        elif err.name() in UNREACHABLE:
+            self._unreachable = (message, time.monotonic())
 
     def check(self) -> None:
         """Fail at once, with the reason, while the cluster refuses the console
-        (until a call of the sampler's gets an answer again)."""
+        or cannot be reached (until a call of the sampler's gets an answer again),
+        rather than let every page wait for its own timeout."""
         if self.refused is not None:
             raise UiError(502, self.refused)
+        if self.view.error is not None:
+            raise UiError(502, f"cannot reach the cluster at {self.bootstrap}: {self.view.error}")
 
     def explain(self, exc: BaseException) -> str:
         """A failed call's message for a page: a refused login or certificate
-        (the call only timed out) explains it better than the timeout."""
-        return self.refused or kafka_message(exc)
+        (the call only timed out) explains it better than the timeout; a broker
+        that could not be reached lately is said beside it."""
+        if self.refused is not None:
+            return self.refused
+        message = kafka_message(exc)
+        unreachable = self._unreachable
+        if (
+            message.startswith(("_TIMED_OUT", "_TRANSPORT"))
+            and unreachable is not None
+            and time.monotonic() - unreachable[1] < UNREACHABLE_FRESH_S
+        ):
+            return f"{message} (lately: {unreachable[0]})"
+        return message
 
     @property
     def admin(self) -> Any:
