@@ -222,3 +222,44 @@ def test_broker_api_versions_prints_one_block_per_broker(cli: Cli) -> None:
     assert_one_line_error(
         cli("broker-api-versions", bootstrap="127.0.0.1:1"), "broker-api-versions", "127.0.0.1:1"
     )
+
+
+def test_configs_alters_and_describes_a_topic_and_refuses_mistakes_in_one_line(cli: Cli) -> None:
+    topic = new_topic()
+    cli.ok("topics", "create", "--topic", topic)
+    added = "retention.ms=3600000,cleanup.policy=[compact,delete]"
+    done = cli.ok("configs", "--alter", "--topic", topic, "--add-config", added)
+    assert done.lines == [f"Completed updating config for topic {topic}."]
+    assert cli.ok("configs", "--describe", "--topic", topic).lines == [
+        f"Dynamic configs for topic {topic} are:",
+        "  cleanup.policy=compact,delete sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+        "  retention.ms=3600000 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}",
+    ]
+    cli.ok("configs", "--alter", "--topic", topic, "--delete-config", "cleanup.policy")
+    assert len(cli.ok("configs", "--describe", "--topic", topic).lines) == 2
+    # As Kafka's tool: a topic that does not exist is said so, with success.
+    assert cli.ok("configs", "--describe", "--topic", "no-such-topic").lines == [
+        "The topic 'no-such-topic' doesn't exist and doesn't have dynamic config."
+    ]
+
+    for argv, fragment in [
+        (["--alter", "--topic", topic, "--delete-config", "segment.ms"],
+         "Invalid config(s): segment.ms"),
+        (["--alter", "--topic", topic, "--add-config", "retention.ms=soon"],
+         "Invalid value soon for configuration retention.ms"),
+        (["--alter", "--topic", "no-such-topic", "--add-config", "retention.ms=1"],
+         "UNKNOWN_TOPIC_OR_PARTITION"),
+        (["--describe", "--topic", "a b"], "Topic name is invalid: 'a b' contains"),
+        (["--alter", "--broker", "1", "--add-config", "log.cleaner.threads=2"],
+         "log.cleaner.threads"),
+        (["--describe", "--entity-type", "groups"], "Invalid entity type groups"),
+    ]:  # fmt: skip
+        assert_one_line_error(cli("configs", *argv), "configs", fragment)
+    assert_one_line_error(
+        cli("configs", "--describe", "--topic", topic, bootstrap="127.0.0.1:1"),
+        "configs",
+        "127.0.0.1:1",
+    )

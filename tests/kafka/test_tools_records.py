@@ -16,11 +16,17 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from moldau.cli.main import main
 from moldau.testing import kafka_java
 from moldau.testing.cluster import Cluster
 from tests.integration.test_delete_records import produce
-from tests.kafka.tools import API_VERSIONS, GET_OFFSETS, tool
+from tests.kafka.tools import (
+    API_VERSIONS,
+    CONFIGS,
+    GET_OFFSETS,
+    moldau_run,
+    moldau_tool,
+    tool,
+)
 
 pytestmark = pytest.mark.java
 
@@ -127,15 +133,6 @@ def test_kafka_log_dirs_describes_every_replica_with_the_bytes_on_disk(
         assert got[f"{topic_name}-1"]["size"] == 0
 
 
-def moldau_tool(capsys: pytest.CaptureFixture[str], command: str, *args: str) -> str:
-    """`moldau <command> ...` run in this process; its stdout."""
-    capsys.readouterr()
-    code = main([command, *args])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return out
-
-
 def test_moldaus_tools_print_what_kafkas_print_on_the_same_cluster(
     moldau_cluster: Cluster,
     topic_name: str,
@@ -189,3 +186,49 @@ def test_moldaus_tools_print_what_kafkas_print_on_the_same_cluster(
     ours_versions = advertised(moldau_tool(capsys, "broker-api-versions", "--bootstrap-server", b))
     assert len(ours_versions) == 3
     assert ours_versions == advertised(tool(API_VERSIONS, "--bootstrap-server", b))
+
+    # configs: what one tool changes the other describes, in the same lines.
+    def configs(*args: str) -> str:
+        return moldau_tool(capsys, "configs", "--bootstrap-server", b, *args)
+
+    added = "retention.ms=3600000,cleanup.policy=[compact,delete]"
+    assert configs("--alter", "--topic", topic_name, "--add-config", added) == (
+        f"Completed updating config for topic {topic_name}.\n"
+    )
+    args = ("--bootstrap-server", b, "--describe", "--entity-type", "topics",
+            "--entity-name", topic_name)  # fmt: skip
+    assert moldau_tool(capsys, "configs", *args) == tool(CONFIGS, *args)
+    assert "retention.ms=3600000 sensitive=false" in tool(CONFIGS, *args)
+    # A harmless default (a cap of 1 TB a partition) for the cluster and a broker.
+    big = str(10**12)
+    try:
+        assert configs("--alter", "--broker-defaults", "--add-config",
+                       f"log.retention.bytes={big}") == (
+            "Completed updating default config for brokers in the cluster.\n"
+        )  # fmt: skip
+        tool(CONFIGS, "--bootstrap-server", b, "--alter", "--broker", "2",
+             "--add-config", f"log.retention.bytes={big}1")  # fmt: skip
+        args = ("--bootstrap-server", b, "--describe", "--entity-type", "brokers")
+        described = moldau_tool(capsys, "configs", *args)
+        assert described == tool(CONFIGS, *args)
+        assert (
+            f"  log.retention.bytes={big}1 sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:"
+            f"log.retention.bytes={big}1, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes={big}, "
+            "DEFAULT_CONFIG:log.retention.bytes=-1}"
+        ) in described.splitlines()
+        args = ("--bootstrap-server", b, "--describe", "--broker", "3", "--all")
+        assert moldau_tool(capsys, "configs", *args) == tool(CONFIGS, *args)
+        # kafka-configs' refusal (its own check, before any change): a config that is
+        # not set cannot be deleted.
+        args = ("--bootstrap-server", b, "--alter", "--broker-defaults",
+                "--delete-config", "log.retention.ms")  # fmt: skip
+        code, _, err = moldau_run(capsys, "configs", *args)
+        assert (code, err) == (1, "moldau configs: Invalid config(s): log.retention.ms\n")
+    finally:
+        moldau_run(capsys, "configs", "--bootstrap-server", b, "--alter", "--broker-defaults",
+                   "--delete-config", "log.retention.bytes")  # fmt: skip
+        moldau_run(capsys, "configs", "--bootstrap-server", b, "--alter", "--broker", "2",
+                   "--delete-config", "log.retention.bytes")  # fmt: skip
+    assert configs("--describe", "--entity-type", "brokers", "--entity-name", "2") == (
+        "Dynamic configs for broker 2 are:\n"
+    )

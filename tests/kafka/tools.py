@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from moldau.cli.main import main
 from moldau.testing import kafka_java
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -41,6 +42,23 @@ def failing_tool(main_class: str, *args: str, timeout: float = 90) -> str:
     done = kafka_java.run(main_class, *args, timeout=timeout)
     assert done.returncode != 0, f"{main_class} {' '.join(args)} succeeded:\n{done.stdout}"
     return done.stdout + done.stderr
+
+
+def moldau_tool(capsys: pytest.CaptureFixture[str], command: str, *args: str) -> str:
+    """`moldau <command> ...` run in this process; its stdout."""
+    code, out, err = moldau_run(capsys, command, *args)
+    assert code == 0, err
+    return out
+
+
+def moldau_run(
+    capsys: pytest.CaptureFixture[str], command: str, *args: str
+) -> tuple[int, str, str]:
+    """`moldau <command> ...` run in this process: its exit code, stdout and stderr."""
+    capsys.readouterr()
+    code = main([command, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def table(output: str, first_column: str) -> list[dict[str, str]]:

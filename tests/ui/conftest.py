@@ -6,6 +6,7 @@ test did not expect (`problems.expect(text)`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -26,6 +27,13 @@ def ui_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProces
         {"group.initial.rebalance.delay.ms": "0"},
         serve_args=["--brokers", "2", "--ui-port", "0", "--metrics-port", "0"],
     )
+    with serving_console(b):
+        yield b
+
+
+@contextmanager
+def serving_console(b: BrokerProcess) -> Iterator[BrokerProcess]:
+    """`b` (made with `--ui-port`) started and its console up; killed on exit."""
     try:
         b.start()
         assert wait_for(lambda: b.console_url, timeout=10), "the console did not start"

@@ -4,6 +4,7 @@ the Kafka protocol alone, so its cluster, topics and messages answer there too."
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +22,11 @@ pytestmark = [pytest.mark.ui, pytest.mark.java]
 def call(url: str, method: str = "GET", body: Any = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data, method=method)
-    with urllib.request.urlopen(request, timeout=20) as response:
-        return json.loads(response.read())
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        raise AssertionError(f"{method} {url}: {e.code} {e.read().decode()}") from None
 
 
 @pytest.fixture
@@ -55,4 +59,28 @@ def test_the_console_answers_for_apache_kafka(kafka: KafkaBroker, tmp_path: Path
         assert any(c["name"] == "retention.ms" for c in topic["configs"])
         records = call(api + "topics/ui-on-kafka/messages?from=beginning")["records"]
         assert [(r["partition"], r["offset"], r["value"]) for r in records] == [(1, 0, "dg==")]
+        groups_reassignments_and_security(api)
         assert console.stop() == 0
+
+
+def groups_reassignments_and_security(api: str) -> None:
+    """The pages of groups, reassignments and security on Kafka: a group made by a
+    reset done in the console, its offsets and lag, OffsetDelete (a version with no
+    flexible form) and DeleteGroups; none in progress; no authorizer."""
+    reset = {"scenario": "to-earliest", "topics": ["ui-on-kafka"], "execute": True}
+    plan = call(api + "groups/on-kafka/reset-offsets", "POST", reset)["plan"]
+    assert [(p["partition"], p["new"]) for p in plan] == [(0, 0), (1, 0)]
+    group = call(api + "groups/on-kafka")
+    assert (group["state"], group["lag"]) == ("Empty", 1)
+    assert [(p["partition"], p["offset"], p["logEndOffset"]) for p in group["partitions"]] == [
+        (0, 0, 0), (1, 0, 1)
+    ]  # fmt: skip
+    assert [(g["group"], g["lag"]) for g in call(api + "groups")["groups"]] == [("on-kafka", 1)]
+    gone = {"partitions": [{"topic": "ui-on-kafka", "partition": 1}]}
+    assert call(api + "groups/on-kafka/delete-offsets", "POST", gone)["refused"] == {}
+    assert [p["partition"] for p in call(api + "groups/on-kafka")["partitions"]] == [0]
+    assert call(api + "groups/on-kafka", "DELETE") == {"deleted": "on-kafka"}
+    assert call(api + "reassignments") == {"reassignments": []}
+    acls = call(api + "security/acls")
+    assert (acls["authorizer"], acls["acls"]) == (False, [])
+    assert call(api + "security/users") == {"users": []}

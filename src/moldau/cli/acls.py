@@ -23,8 +23,7 @@ import confluent_kafka.admin
 from confluent_kafka import KafkaException
 
 from moldau.cli.common import (
-    add_bootstrap_argument,
-    add_command_config_argument,
+    add_admin_arguments,
     admin_client,
     error_text,
     kafka_error,
@@ -52,12 +51,7 @@ def add_parser(sub: Any) -> None:
         help="add, remove or list ACLs, as kafka-acls.sh",
         description="Manage ACLs, as kafka-acls.sh does.",
     )
-    add_bootstrap_argument(p)
-    add_command_config_argument(p)
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--add", action="store_true", help="add ACLs")
-    action.add_argument("--remove", action="store_true", help="remove ACLs")
-    action.add_argument("--list", action="store_true", help="list ACLs")
+    add_admin_arguments(p, {"add": "add ACLs", "remove": "remove ACLs", "list": "list ACLs"})
     for flag, what in (
         ("--topic", "a topic"),
         ("--group", "a consumer group"),
@@ -207,7 +201,8 @@ def current_text(r: Resource, acl: Iterable[AccessControlEntry]) -> str:
 # -- the AdminClient -------------------------------------------------------------------
 
 
-def _binding(r: Resource, e: AccessControlEntry) -> Any:
+def binding(r: Resource, e: AccessControlEntry) -> Any:
+    """confluent-kafka's AclBinding of one entry on one resource pattern."""
     ck: Any = confluent_kafka.admin
 
     return ck.AclBinding(
@@ -273,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             # An ACL that exists already is added again: the broker keeps one.
             print(adding_text(r, acl))
-            for f in admin.create_acls([_binding(r, e) for e in acl]).values():
+            for f in admin.create_acls([binding(r, e) for e in acl]).values():
                 wait(f, "the ACLs to be created")
         return 0
     if args.remove:

@@ -8,8 +8,8 @@ decides whether to look the broker up again and retry or to give up. Connections
 speak the TLS and SASL of the tool's --command-config (cli/client_security.py); a
 refused login or certificate is a CliError, since trying again cannot help.
 
-Only flexible request versions: NetworkTransport writes request header v2 and reads
-response header v1.
+The request and response headers are those of the version: v2 and v1 for a
+flexible one, v1 and v0 otherwise.
 """
 
 from __future__ import annotations

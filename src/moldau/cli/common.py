@@ -55,6 +55,18 @@ def add_command_config_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_admin_arguments(
+    p: argparse.ArgumentParser, actions: Mapping[str, str], *, bootstrap_required: bool = True
+) -> None:
+    """An admin tool's connection flags and its one action flag of `actions` (flag
+    name -> help), as Kafka's kafka-acls and kafka-configs take them (`--add`)."""
+    add_bootstrap_argument(p, required=bootstrap_required)
+    add_command_config_argument(p)
+    group = p.add_mutually_exclusive_group(required=True)
+    for name, help_text in actions.items():
+        group.add_argument(f"--{name}", action="store_true", help=help_text)
+
+
 def add_action_arguments(p: argparse.ArgumentParser, actions: Iterable[str]) -> None:
     """An admin tool's ACTION, given as a word or, as Kafka's tools take it, as a flag
     (`create` or `--create`); and its `--command-config`."""

@@ -212,11 +212,22 @@ def _list_offsets(
     calls: AdminCalls, timestamp: int, address: Address, partitions: list[Partition]
 ) -> dict[Partition, Answer]:
     """One ListOffsets to one leader for some of its partitions."""
+    request = list_offsets_fields(timestamp, partitions)
+    response = calls.call(address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
+    return list_offsets_answers(response)
+
+
+def list_offsets_fields(
+    timestamp: int, partitions: Iterable[Partition], replica_id: int = -1
+) -> dict[str, Any]:
+    """ListOffsets' request for `partitions` at `timestamp` (or -1 latest, -2
+    earliest). `replica_id` -2 is Kafka's debugging replica, which a follower
+    answers too (with its own offsets) where a consumer (-1) is sent to the leader."""
     grouped: dict[str, list[int]] = {}
     for name, p in partitions:
         grouped.setdefault(name, []).append(p)
-    request = {
-        "replica_id": -1,
+    return {
+        "replica_id": replica_id,
         "isolation_level": 0,
         "topics": [
             {
@@ -229,7 +240,10 @@ def _list_offsets(
             for name, ps in grouped.items()
         ],
     }
-    response = calls.call(address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
+
+
+def list_offsets_answers(response: Any) -> dict[Partition, Answer]:
+    """ListOffsets' answer per partition: an offset or an error."""
     return {
         (t.name, int(d.partition_index)): (
             error_answer(d.error_code) if d.error_code != ErrorCode.none else Answer(int(d.offset))

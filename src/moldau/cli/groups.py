@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +41,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from moldau.cli.common import (
     TIMEOUT_S,
+    BrokerWatch,
     add_action_arguments,
     add_bootstrap_argument,
     admin_client,
@@ -107,6 +109,16 @@ _INACTIVE = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 _REBALANCING = frozenset(
     {ConsumerGroupState.PREPARING_REBALANCING, ConsumerGroupState.COMPLETING_REBALANCING}
 )
+
+#: A group's coordinator moving or loading: asked again (Kafka's retriable errors).
+_COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+_RETRY_S = 0.2
 
 _DURATION = re.compile(
     r"([-+]?)P(?:([-+]?\d+)D)?"
@@ -306,6 +318,17 @@ def state_name(state: object) -> str:
     return "Unknown"
 
 
+def reset_refusal(group: str, description: ConsumerGroupDescription | None) -> str | None:
+    """Kafka's refusal to reset the offsets of a group with members; None if it may."""
+    state = ConsumerGroupState.DEAD if description is None else description.state
+    if state in _INACTIVE:
+        return None
+    return (
+        f"Assignments can only be reset if the group '{group}' is inactive, "
+        f"but the current state is {state_name(state)}."
+    )
+
+
 def partition_text(tp: Partition) -> str:
     """A partition as Kafka writes one in messages: `orders-0`."""
     return f"{tp[0]}-{tp[1]}"
@@ -475,15 +498,24 @@ class GroupCommand:
     """One run of `moldau groups` against one cluster (kafka-consumer-groups'
     ConsumerGroupService)."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(
+        self, args: argparse.Namespace, client: tuple[Any, BrokerWatch] | None = None
+    ) -> None:
+        """`client`: an AdminClient and its watch to use (the console's) instead of
+        one made from `args`' --bootstrap-server and --command-config."""
         self.args = args
-        self.admin, self.watch = admin_client(args)
+        self.admin, self.watch = client if client is not None else admin_client(args)
         self.failed = False
 
     def fail(self, message: str) -> None:
         """Report one problem and go on with the other groups; the exit code is 1."""
         print(f"moldau groups: {message}", file=sys.stderr)
         self.failed = True
+
+    def warn(self, message: str) -> None:
+        """A note on a value the command changed (an offset moved into range), on
+        stderr where Kafka prints it; the reset goes on."""
+        print(message, file=sys.stderr)
 
     @property
     def exit_code(self) -> int:
@@ -494,7 +526,7 @@ class GroupCommand:
     def list_groups(self) -> int:
         fetch_metadata(self.admin, self.watch)
         states = parse_states(self.args.state) if self.args.state else None
-        listings = self._list(states)
+        listings = self.listings(states)
         if self.args.state is None:
             for listing in listings:
                 print(listing.group_id)
@@ -510,7 +542,7 @@ class GroupCommand:
     def describe(self) -> int:
         args = self.args
         metadata = fetch_metadata(self.admin, self.watch)
-        descriptions = self._describe(self._groups())
+        descriptions = self.describe_groups(self._groups())
         for group in sorted(descriptions):
             description = descriptions[group]
             if description is None:
@@ -571,21 +603,18 @@ class GroupCommand:
             )
         metadata = fetch_metadata(self.admin, self.watch)
         groups = self._groups()
-        descriptions = self._describe(groups)
+        descriptions = self.describe_groups(groups)
         plan: dict[str, dict[Partition, int]] = {}
         for group in groups:
             description = descriptions[group]
-            state = ConsumerGroupState.DEAD if description is None else description.state
-            if state not in _INACTIVE:
-                self.fail(
-                    f"Assignments can only be reset if the group '{group}' is inactive, "
-                    f"but the current state is {state_name(state)}."
-                )
+            refusal = reset_refusal(group, description)
+            if refusal is not None:
+                self.fail(refusal)
                 continue
             try:
-                offsets = self._plan(group, metadata)
+                offsets = self.plan(group, metadata)
                 if args.execute:
-                    self._commit(group, offsets)
+                    self.commit(group, offsets)
             except CliError as e:
                 self.fail(str(e))
                 continue
@@ -609,26 +638,32 @@ class GroupCommand:
             print(f"Warning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
 
     def _offsets_lines(self, description: ConsumerGroupDescription, metadata: Any) -> list[str]:
+        rows = self.offset_rows(description, metadata)
+        self._note_state(description)
+        return offsets_table(rows) if rows else []
+
+    def offset_rows(
+        self, description: ConsumerGroupDescription, metadata: Any
+    ) -> list[PartitionRow]:
+        """describe's rows: each assigned or committed partition, its offsets and lag."""
         group = description.group_id
-        committed = self._committed(group)
+        committed = self.committed(group)
         assigned = {
             (tp.topic, tp.partition)
             for m in description.members
             for tp in m.assignment.topic_partitions
         }
-        log_end = self._log_offsets(metadata, assigned | set(committed), LATEST)
-        rows = partition_rows(group, description.members, committed, log_end)
-        self._note_state(description)
-        return offsets_table(rows) if rows else []
+        log_end = self.log_offsets(metadata, assigned | set(committed), LATEST)
+        return partition_rows(group, description.members, committed, log_end)
 
     # -- reset-offsets ----------------------------------------------------------
 
-    def _plan(self, group: str, metadata: Any) -> dict[Partition, int]:
+    def plan(self, group: str, metadata: Any) -> dict[Partition, int]:
         """The new offsets of `group`, as the chosen scenario computes them."""
         args = self.args
         committed: dict[Partition, int] | None = None
         if args.all_topics:
-            committed = self._committed(group)
+            committed = self.committed(group)
             partitions = sorted(committed)
         else:
             partitions = self._partitions(args.topic, metadata)
@@ -641,7 +676,7 @@ class GroupCommand:
         if args.to_offset is not None:
             return self._clamped(metadata, dict.fromkeys(partitions, int(args.to_offset)))
         if committed is None:
-            committed = self._committed(group)
+            committed = self.committed(group)
         if args.shift_by is not None:
             missing = [tp for tp in partitions if tp not in committed]
             if missing:
@@ -687,7 +722,7 @@ class GroupCommand:
     def _required(
         self, metadata: Any, partitions: Sequence[Partition], spec: OffsetSpec, what: str
     ) -> dict[Partition, int]:
-        offsets = self._log_offsets(metadata, partitions, spec)
+        offsets = self.log_offsets(metadata, partitions, spec)
         result: dict[Partition, int] = {}
         for tp in partitions:
             offset = offsets.get(tp)
@@ -705,17 +740,15 @@ class GroupCommand:
         for tp in partitions:
             offset = wanted[tp]
             if offset > ends[tp]:
-                print(
+                self.warn(
                     f"WARN: New offset ({offset}) is higher than latest offset for topic "
                     f"partition {partition_text(tp)}. Value will be set to {ends[tp]}",
-                    file=sys.stderr,
                 )
                 offset = ends[tp]
             elif offset < starts[tp]:
-                print(
+                self.warn(
                     f"WARN: New offset ({offset}) is lower than earliest offset for topic "
                     f"partition {partition_text(tp)}. Value will be set to {starts[tp]}",
-                    file=sys.stderr,
                 )
                 offset = starts[tp]
             result[tp] = offset
@@ -725,13 +758,11 @@ class GroupCommand:
         self, metadata: Any, partitions: Sequence[Partition], timestamp: int
     ) -> dict[Partition, int]:
         """The first offset at or after `timestamp`; the log end where there is none."""
-        found = self._log_offsets(metadata, partitions, OffsetSpec.for_timestamp(timestamp))
+        found = self.log_offsets(metadata, partitions, OffsetSpec.for_timestamp(timestamp))
         empty = [tp for tp in partitions if found.get(tp) is None]
         for t, p in empty:
-            print(
-                f"Warn: Partition {p} from topic {t} is empty. Falling back to latest known "
-                "offset.",
-                file=sys.stderr,
+            self.warn(
+                f"Warn: Partition {p} from topic {t} is empty. Falling back to latest known offset."
             )
         ends = self._required(metadata, empty, LATEST, "ending offset")
         result: dict[Partition, int] = {}
@@ -740,7 +771,7 @@ class GroupCommand:
             result[tp] = ends[tp] if offset is None else offset
         return result
 
-    def _commit(self, group: str, offsets: Mapping[Partition, int]) -> None:
+    def commit(self, group: str, offsets: Mapping[Partition, int]) -> None:
         if not offsets:
             return
         request = ConsumerGroupTopicPartitions(
@@ -760,7 +791,7 @@ class GroupCommand:
 
     # -- helpers ----------------------------------------------------------------
 
-    def _list(self, states: set[ConsumerGroupState] | None = None) -> list[Any]:
+    def listings(self, states: set[ConsumerGroupState] | None = None) -> list[Any]:
         kwargs: dict[str, Any] = {"request_timeout": TIMEOUT_S}
         if states:
             kwargs["states"] = states
@@ -774,34 +805,46 @@ class GroupCommand:
     def _groups(self) -> list[str]:
         """The groups `--group` names (in order, once each), or all with `--all-groups`."""
         if self.args.all_groups:
-            return [str(g.group_id) for g in self._list()]
+            return [str(g.group_id) for g in self.listings()]
         return list(dict.fromkeys(self.args.group))
 
-    def _describe(self, groups: Sequence[str]) -> dict[str, ConsumerGroupDescription | None]:
+    def describe_groups(self, groups: Sequence[str]) -> dict[str, ConsumerGroupDescription | None]:
         """Each group's description; None for a group that does not exist (Kafka
-        describes it as Dead; newer brokers answer GROUP_ID_NOT_FOUND)."""
-        if not groups:
-            return {}
-        futures = self._call(
-            self.admin.describe_consumer_groups, list(groups), request_timeout=TIMEOUT_S
-        )
+        describes it as Dead; newer brokers answer GROUP_ID_NOT_FOUND). A
+        coordinator that is moving or loading is asked again until the timeout, as
+        Kafka's admin client does (librdkafka gives up: on a new Kafka cluster the
+        first describe meets the offsets topic being created)."""
+        deadline = time.monotonic() + TIMEOUT_S
         described: dict[str, ConsumerGroupDescription | None] = {}
-        for group in groups:
-            try:
-                description = wait_result(
-                    self.admin, self.watch, futures[group], f"group '{group}' to be described"
-                )
-            except KafkaException as e:
-                err = kafka_error(e)
-                if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                    described[group] = None
+        pending = list(dict.fromkeys(groups))
+        while pending:
+            futures = self._call(
+                self.admin.describe_consumer_groups, pending, request_timeout=TIMEOUT_S
+            )
+            again: list[str] = []
+            for group in pending:
+                try:
+                    description = wait_result(
+                        self.admin, self.watch, futures[group], f"group '{group}' to be described"
+                    )
+                except KafkaException as e:
+                    err = kafka_error(e)
+                    code = err.code() if err is not None else None
+                    if code == KafkaError.GROUP_ID_NOT_FOUND:
+                        described[group] = None
+                    elif code in _COORDINATOR_MOVING and time.monotonic() < deadline:
+                        again.append(group)
+                    else:
+                        raise self._error(e) from None
                     continue
-                raise self._error(e) from None
-            dead = getattr(description, "state", None) in (None, ConsumerGroupState.DEAD)
-            described[group] = None if dead else description
+                dead = getattr(description, "state", None) in (None, ConsumerGroupState.DEAD)
+                described[group] = None if dead else description
+            pending = again
+            if pending:
+                time.sleep(_RETRY_S)
         return described
 
-    def _committed(self, group: str) -> dict[Partition, int]:
+    def committed(self, group: str) -> dict[Partition, int]:
         """The offsets `group` has committed, by partition."""
         futures = self._call(
             self.admin.list_consumer_group_offsets,
@@ -815,7 +858,7 @@ class GroupCommand:
             if tp.error is None and tp.offset >= 0
         }
 
-    def _log_offsets(
+    def log_offsets(
         self, metadata: Any, partitions: Iterable[Partition], spec: OffsetSpec
     ) -> dict[Partition, int | None]:
         """ListOffsets for each partition that exists and has a leader; None where

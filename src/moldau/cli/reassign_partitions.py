@@ -31,6 +31,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from moldau.cli.admin_call import AdminCalls, CallError
 from moldau.cli.common import (
     TIMEOUT_S,
+    BrokerWatch,
     add_bootstrap_argument,
     add_command_config_argument,
     admin_client,
@@ -248,10 +249,17 @@ def list_lines(ongoing: Mapping[TopicPartition, Any]) -> list[str]:
 
 
 class Cluster:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.admin, self.watch = admin_client(args)
-        # The raw requests' TLS and SASL, as the admin client's.
-        self.settings = read_config_file(args.command_config, "--command-config")
+    def __init__(self, admin: Any, watch: BrokerWatch, settings: Mapping[str, str]) -> None:
+        """`settings`: the client settings, for the raw requests' TLS and SASL (the
+        admin client's own)."""
+        self.admin, self.watch = admin, watch
+        self.settings = settings
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Cluster:
+        """The cluster of the tool's --bootstrap-server and --command-config."""
+        admin, watch = admin_client(args)
+        return cls(admin, watch, read_config_file(args.command_config, "--command-config"))
 
     def replicas(self, topics: Iterable[str]) -> Assignment:
         """Current replicas of every partition of `topics` (Kafka's order)."""
@@ -315,6 +323,11 @@ class Cluster:
                         p.error_message or _describe(code)
                     )
         return errors
+
+    def cancel(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, str]:
+        """Cancel the reassignments of `partitions` (no target replicas: back to the
+        replicas they had); the error of each that could not be cancelled."""
+        return self.alter(dict.fromkeys(TopicPartition(t, p) for t, p in partitions))
 
     def alter_configs(self, changes: ConfigChanges) -> None:
         """IncrementalAlterConfigs: for each (resource type, name), set (or, None,
@@ -530,7 +543,7 @@ def cancel(cluster: Cluster, args: argparse.Namespace) -> int:
     if not active:
         print("None of the specified partition reassignments are active.")
     else:
-        errors = cluster.alter(dict.fromkeys(active))
+        errors = cluster.cancel(active)
         if errors:
             plural = "" if len(errors) == 1 else "s"
             return _failed(f"Error cancelling partition reassignment{plural} for:", errors)
@@ -557,5 +570,5 @@ _RUN = {
 
 def run(args: argparse.Namespace) -> int:
     action = _action(args)
-    cluster = Cluster(args)
+    cluster = Cluster.from_args(args)
     return _RUN[action](cluster, args)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from moldau.clock import SYSTEM_CLOCK, Clock
 from moldau.protocol.apis import ApiKey
+from moldau.protocol.codec import is_flexible
 from moldau.protocol.control import (
     ControlRequest,
     ControlResponse,
@@ -130,9 +131,13 @@ class NetworkTransport:
         return await self._guarded(broker_id, self._send(broker_id, request))
 
     async def request(self, broker_id: int, api_key: int, version: int, body: bytes) -> memoryview:
-        """Any request to `broker_id` (flexible versions): the response body. For the
-        requests a broker sends the controller (AlterPartition)."""
-        return await self._guarded(broker_id, self._exchange(broker_id, api_key, version, body))
+        """Any request to `broker_id`: the response body. For the requests a broker
+        sends the controller (AlterPartition) and the tools' one-off requests (some,
+        such as OffsetDelete, have no flexible version)."""
+        flexible = is_flexible(api_key, version)
+        return await self._guarded(
+            broker_id, self._exchange(broker_id, api_key, version, body, flexible)
+        )
 
     async def _guarded(self, broker_id: int, work: Coroutine[Any, Any, T]) -> T:
         if self._reachable is not None and not self._reachable(broker_id):
@@ -164,9 +169,9 @@ class NetworkTransport:
             raise ConnectionError(f"broker {broker_id} sent a malformed response: {e}") from e
 
     async def _exchange(
-        self, broker_id: int, api_key: int, version: int, body: bytes
+        self, broker_id: int, api_key: int, version: int, body: bytes, flexible: bool = True
     ) -> memoryview:
-        """Send one request (header v2) and return the response body."""
+        """Send one request (header v2, v1 if not `flexible`) and return the response body."""
         conn = await self._connection(broker_id)
         conn.correlation_id += 1
         return await roundtrip(
@@ -177,6 +182,7 @@ class NetworkTransport:
             api_key,
             version,
             body,
+            flexible,
             peer=f"broker {broker_id}",
         )
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 #: moldau.ui.api_<name>: each has `routes(cluster) -> list[web.RouteDef]` and may
 #: have `async sample(cluster, now_ms)`, called every SAMPLE_INTERVAL_S.
-API_MODULES = ("cluster", "topics", "messages")
+API_MODULES = ("cluster", "topics", "messages", "groups", "reassignments", "security")
 SAMPLE_INTERVAL_S = 2.0
 STATIC = Path(__file__).parent / "static"
 

@@ -16,7 +16,8 @@ async function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   const page = parts.shift() || "cluster";
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.dataset.page === page || (page === "topic" || page === "messages") && a.dataset.page === "topics");
+    a.classList.toggle("active", a.dataset.page === page || (page === "topic" || page === "messages") && a.dataset.page === "topics"
+      || page === "group" && a.dataset.page === "groups");
   }
   main.replaceChildren();
   try {
