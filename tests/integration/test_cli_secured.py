@@ -295,6 +295,12 @@ def test_the_console_reads_and_writes_over_sasl_ssl_with_its_settings_file(
         status, read = console_call(api + f"topics/{topic}/messages?from=beginning")
         assert status == 200, read
         assert [base64.b64decode(r["value"]) for r in read["records"]] == [b"over TLS"]
+        # The operator's pages too: groups, reassignments (a raw request), security.
+        for path in ["groups", "reassignments", "security/acls", "security/users"]:
+            status, answer = console_call(api + path)
+            assert status == 200, (path, answer)
+        assert f"User:{TOOLS_USER}" in json.dumps(console_call(api + "security/acls")[1])
+        assert TOOLS_USER in json.dumps(console_call(api + "security/users")[1])
         assert console.stop() == 0
 
 

@@ -110,7 +110,12 @@ class UiServer:
             functools.partial(m.sample, self.cluster) for m in api_modules() if hasattr(m, "sample")
         ]
         while True:
-            for sample in samplers:
+            for i, sample in enumerate(samplers):
+                # The modules' samplers wait while the view's could not reach the
+                # cluster: their blocking calls would each hold a thread (and the
+                # console's stop) for a timeout.
+                if i and (self.cluster.view.error or self.cluster.refused):
+                    break
                 try:
                     await sample(int(self.clock() * 1000))
                 except Exception:
