@@ -19,22 +19,31 @@ function short(v) {
   return a >= 10 || v === 0 ? `${Math.round(v)}` : v.toFixed(1);
 }
 
+// The axis' top: the maximum rounded up to 1, 2 or 5 times a power of ten, so
+// that the grid lines read as round numbers.
+function niceCeiling(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  return p * ([1, 2, 5].find(m => v <= m * p) ?? 10);
+}
+
 export function lineChart(el, { series, unit = "", empty = "no data yet" }) {
   const all = series.flatMap(s => s.points);
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
   // At least the last minute across; at least 1 up (a flat zero line sits at the bottom).
   const t1 = Math.max(...all.map(p => p[0]), Date.now());
   const t0 = Math.min(...all.map(p => p[0]), t1 - 60000);
-  const vmax = Math.max(1, ...all.map(p => p[1])) * 1.1;
+  const vmax = niceCeiling(Math.max(1, ...all.map(p => p[1])));
   const x = t => PAD.l + (t - t0) / (t1 - t0) * (W - PAD.l - PAD.r);
   const y = v => H - PAD.b - v / vmax * (H - PAD.t - PAD.b);
   for (const f of [0, 0.5, 1]) {
-    svg.append(svgEl("line", { x1: PAD.l, x2: W - PAD.r, y1: y(vmax * f / 1.1), y2: y(vmax * f / 1.1), stroke: "#e2e6ec" }));
-    svg.append(svgEl("text", { x: PAD.l - 4, y: y(vmax * f / 1.1) + 4, "text-anchor": "end", "font-size": 10, fill: "#687385" },
-      short(vmax * f / 1.1) + unit));
+    svg.append(svgEl("line", { x1: PAD.l, x2: W - PAD.r, y1: y(vmax * f), y2: y(vmax * f), stroke: "#e2e6ec" }));
+    svg.append(svgEl("text", { x: PAD.l - 4, y: y(vmax * f) + 4, "text-anchor": "end", "font-size": 10, fill: "#687385" },
+      short(vmax * f) + unit));
   }
-  svg.append(svgEl("text", { x: W - PAD.r, y: H - 4, "text-anchor": "end", "font-size": 10, fill: "#687385" },
-    new Date(t1).toLocaleTimeString()));
+  for (const [t, anchor, at] of [[t0, "start", PAD.l], [t1, "end", W - PAD.r]]) {
+    svg.append(svgEl("text", { x: at, y: H - 4, "text-anchor": anchor, "font-size": 10, fill: "#687385" },
+      new Date(t).toLocaleTimeString()));
+  }
   series.forEach((s, i) => {
     if (!s.points.length) return;
     const d = s.points.map((p, j) => `${j ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join("");
