@@ -171,7 +171,9 @@ def test_the_client_explains_timeouts_by_what_librdkafka_reported() -> None:
     try:
         timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out"))
         assert cluster.explain(timed_out) == "_TIMED_OUT: Timed out"
-        cluster._on_error(KafkaError(KafkaError._TRANSPORT, "b:9092/bootstrap: Connect failed"))
+        suppressed = " (after 0ms in state CONNECT, 1 identical error(s) suppressed)"
+        connect = "b:9092/bootstrap: Connect failed"
+        cluster._on_error(KafkaError(KafkaError._TRANSPORT, connect + suppressed))
         assert cluster.explain(timed_out) == (
             "_TIMED_OUT: Timed out (lately: _TRANSPORT: b:9092/bootstrap: Connect failed)"
         )

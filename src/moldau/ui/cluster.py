@@ -34,7 +34,7 @@ UNREACHABLE_FRESH_S = 30.0
 TOPIC_SERIES = 600
 #: How often a call waiting for an answer looks for such a refusal.
 REFUSAL_POLL_S = 0.25
-_AFTER = re.compile(r" \(after \d+ms in state \w+\)$")
+_AFTER = re.compile(r" \(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)$")
 
 
 class ClusterClient:

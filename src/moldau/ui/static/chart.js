@@ -56,7 +56,8 @@ export function lineChart(el, { series, unit = "", empty = "no data yet" }) {
 }
 
 // chartGrid([[name, title, unit], ...]): a row of titled charts; update(series,
-// empty) redraws each from the series of its name.
+// empty) redraws each from the series of its name; `empty` (a text, or a function
+// of the name) says why a chart has no line.
 export function chartGrid(defs) {
   const grid = document.createElement("div");
   grid.className = "charts";
@@ -72,7 +73,8 @@ export function chartGrid(defs) {
   function update(series, empty) {
     const byName = Object.fromEntries(series.map(s => [s.name, s]));
     defs.forEach(([name, , unit], i) =>
-      lineChart(bodies[i], { series: [byName[name] || { name, points: [] }], unit, empty }));
+      lineChart(bodies[i], { series: [byName[name] || { name, points: [] }], unit,
+        empty: typeof empty === "function" ? empty(name) : empty }));
   }
   return [grid, update];
 }

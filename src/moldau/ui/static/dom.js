@@ -42,6 +42,11 @@ export function rate(n, unit = "/s") {
 
 export function link(href, text) { return el("a", { href }, text); }
 
+// What an empty throughput chart says: bytes out needs the metrics endpoints.
+export function noThroughput(source, otherwise) {
+  return name => (source !== "metrics" && name.endsWith("bytes_out") ? "needs the brokers' metrics endpoints" : otherwise);
+}
+
 // Where the throughput numbers come from, said under the charts.
 export function throughputSource(source) {
   return source === "metrics"

@@ -1,7 +1,7 @@
 // #/cluster: brokers, controller, partition health and live throughput charts.
 import { getJSON } from "../api.js";
 import { chartGrid } from "../chart.js";
-import { card, el, table, throughputSource } from "../dom.js";
+import { card, el, noThroughput, table, throughputSource } from "../dom.js";
 import { poll } from "../poll.js";
 
 const CHARTS = [
@@ -22,7 +22,7 @@ export function render(main) {
     const c = await getJSON("/api/cluster");
     const offline = c.brokers.filter(b => !b.online).length;
     cards.replaceChildren(
-      card("Brokers online", `${c.brokers.length - offline} / ${c.brokers.length}`, offline ? "bad" : "ok"),
+      card("Brokers online", `${c.brokers.length - offline} / ${c.brokers.length}`, offline || !c.brokers.length ? "bad" : "ok"),
       card("Controller", c.controller ?? "none", c.controller === null ? "bad" : ""),
       card("Topics", c.topics), card("Partitions", c.partitions),
       card("Under-replicated", c.underReplicated, c.underReplicated ? "warn" : "ok"),
@@ -36,6 +36,6 @@ export function render(main) {
     ], c.brokers, { id: "brokers" }, "No broker has answered yet."));
     if (c.error) throw new Error(`cannot reach the cluster at ${c.bootstrap}: ${c.error}`);
     source.textContent = throughputSource(c.throughput.source);
-    drawCharts(c.throughput.series);
+    drawCharts(c.throughput.series, noThroughput(c.throughput.source, "no data yet"));
   });
 }

@@ -3,7 +3,7 @@
 // replicas, ISR, offsets and size; the topic's configs with their source, editable.
 import { getJSON, sendJSON } from "../api.js";
 import { chartGrid } from "../chart.js";
-import { bytes, card, el, link, rate, table, throughputSource } from "../dom.js";
+import { bytes, card, el, link, noThroughput, rate, table, throughputSource } from "../dom.js";
 import { showError } from "../app.js";
 import { poll } from "../poll.js";
 
@@ -45,7 +45,7 @@ export function render(main, [name]) {
       card("Size", bytes(size)),
       card("Messages in", rate(t.throughput.messagesPerSec)));
     source.textContent = throughputSource(t.throughput.source);
-    drawCharts(t.throughput.series, "no records since the console started");
+    drawCharts(t.throughput.series, noThroughput(t.throughput.source, "no records since the console started"));
     parts.replaceChildren(table([
       { title: "Partition", value: p => p.partition, num: true },
       { title: "Leader", value: p => el("span", { class: p.leader < 0 ? "bad" : "" }, p.leader < 0 ? "none" : p.leader), num: true },
