@@ -23,6 +23,13 @@ export function show(b64, format) {
   return el("pre", {}, text);
 }
 
+// A record's time as the Time field takes it (local), to the millisecond; UTC
+// and the timestamp's type in its tooltip.
+function localTime(ms) {
+  const d = new Date(ms);
+  return new Date(ms - d.getTimezoneOffset() * 60000).toISOString().replace("T", " ").replace("Z", "");
+}
+
 function field(label, input) { return el("label", {}, label, input); }
 
 // What a browse read, for the status line: how many, in which order, from where.
@@ -51,7 +58,7 @@ export function render(main, [topic]) {
   const draw = () => results.replaceChildren(table([
     { title: "Partition", value: r => r.partition, num: true },
     { title: "Offset", value: r => r.offset, num: true },
-    { title: "Timestamp", value: r => (r.timestamp === null ? "–" : new Date(r.timestamp).toISOString()) },
+    { title: "Time (local)", value: r => (r.timestamp === null ? "–" : el("span", { title: `${new Date(r.timestamp).toISOString()} (${r.timestampType})` }, localTime(r.timestamp))) },
     { title: "Key", value: r => show(r.key, format.value) },
     { title: "Value", value: r => [show(r.value, format.value), r.truncated ? el("span", { class: "note" }, " (cut)") : null] },
     { title: "Headers", value: r => r.headers.map(([k, v]) => el("div", { class: "header" }, `${k}: `, v === null ? "null" : decoder.decode(bytesOf(v)))) },
