@@ -121,3 +121,60 @@ def test_an_isolated_controller_and_leader_is_replaced_and_rejoins(
             assert wait_for(lambda: isrs_full(cluster.bootstrap, topic_name), 30)
             assert load.grows()
         verify(load, cluster.bootstrap, topic_name, idempotent=True)
+
+
+def test_list_offsets_as_a_debugging_replica_answers_the_log_end_offset(
+    tmp_path: Path, topic_name: str
+) -> None:
+    """ListOffsets with replica id -2 (Kafka's debugging replica: what the console asks
+    a new replica of a reassignment) answers latest with the log end offset, as Kafka's
+    KafkaApis gives every non-consumer; a consumer (-1) gets the high watermark. Seen with
+    a follower cut off but still in the ISR (replica.lag.time.max.ms not yet passed):
+    the leader's log runs ahead of its high watermark."""
+    from confluent_kafka import Producer
+
+    from moldau.protocol.apis import ApiKey
+    from moldau.spark.fetch_client import Connection
+
+    overrides = {"replica.lag.time.max.ms": "60000", "zookeeper.session.timeout.ms": "60000"}
+    with LocalCluster(tmp_path / "cluster", 2, overrides) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        new = NewTopic(topic_name, num_partitions=1, replica_assignment=[[1, 2]])
+        admin.create_topics([new])[topic_name].result(timeout=30)
+        assert wait_for(lambda: len(partitions(cluster.bootstrap, topic_name)[0][2]) == 2, 20)
+        cluster.isolate(2)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_of(1), "acks": "1"})
+        for i in range(5):
+            producer.produce(topic_name, b"%d" % i)
+        assert producer.flush(10) == 0
+        host, port = cluster.bootstrap_of(1).rsplit(":", 1)
+        conn = Connection((host, int(port)), "test", 10)
+        try:
+
+            def latest(replica_id: int) -> int:
+                answer = conn.call(
+                    ApiKey.LIST_OFFSETS,
+                    7,
+                    {
+                        "replica_id": replica_id,
+                        "isolation_level": 0,
+                        "topics": [
+                            {
+                                "name": topic_name,
+                                "partitions": [
+                                    {"partition_index": 0, "current_leader_epoch": -1,
+                                     "timestamp": -1},
+                                ],
+                            }
+                        ],
+                    },
+                )  # fmt: skip
+                p = answer.topics[0].partitions[0]
+                assert p.error_code == 0
+                return int(p.offset)
+
+            assert latest(-2) == 5  # the leader's log end offset
+            assert latest(-1) == 0  # the high watermark: broker 2 has none of it
+        finally:
+            conn.close()
+            cluster.heal(2)

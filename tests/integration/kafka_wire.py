@@ -17,9 +17,9 @@ from moldau.spark.fetch_client import Connection, decode_answer
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "test") -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.conn = Connection((host, int(port)), "test", timeout)
+        self.conn = Connection((host, int(port)), client_id, timeout)
 
     @property
     def correlation_id(self) -> int:

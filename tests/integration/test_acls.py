@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 )
 
 from moldau.protocol.errors import ErrorCode
-from moldau.testing.process import BrokerProcess
+from moldau.testing.process import BrokerProcess, wait_for
 from moldau.testing.sasl import SaslUsers
 from tests.integration import requests as rq
 from tests.integration.kafka_wire import WireClient
@@ -384,3 +384,30 @@ def test_acls_decide_for_the_user_a_sasl_login_names(tmp_path: Path) -> None:
         assert produce_as("alice") is None
         refused = produce_as("bob")
         assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_client_quotas_need_cluster_describe_configs_and_alter_configs(
+    locked: BrokerProcess, admin: AdminClient
+) -> None:
+    """As Kafka: DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster (its one
+    top-level error), AlterClientQuotas ALTER_CONFIGS (an error per entry)."""
+    describe = rq.request(48, 1, strict=False, components=[])
+    entry = {"entity": [{"entity_type": "client-id", "entity_name": "acl-quota"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}  # fmt: skip
+    alter = rq.request(49, 1, validate_only=True, entries=[entry])
+    with WireClient(locked.bootstrap) as c:
+        assert c.request(describe).error_code == ErrorCode.cluster_authorization_failed
+        [refused] = c.request(alter).entries
+        assert refused.error_code == ErrorCode.cluster_authorization_failed
+    allowed = binding(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS)
+    grant(admin, allowed)
+    try:
+        with WireClient(locked.bootstrap) as c:
+            # ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+            assert wait_for(lambda: c.request(describe).error_code == ErrorCode.none, 10)
+            [done] = c.request(alter).entries
+            assert done.error_code == ErrorCode.none
+    finally:
+        f = AclBindingFilter(ResourceType.BROKER, "kafka-cluster", LIT, None, None,
+                             AclOperation.ALTER_CONFIGS, ALLOW)  # fmt: skip
+        admin.delete_acls([f])[f].result(timeout=10)

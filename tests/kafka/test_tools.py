@@ -6,6 +6,8 @@ runs a tool's whole story once."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import subprocess
@@ -15,7 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.cli.main import main as moldau_main
 from moldau.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from moldau.testing import kafka_java
 from moldau.testing.cluster import Cluster
@@ -499,6 +505,103 @@ def test_the_perf_tests_send_and_consume_every_record_they_report(
                       (v.strip() for v in values.split(",")), strict=True))  # fmt: skip
     assert int(report["data.consumed.in.nMsg"]) == 5000
     assert float(report["data.consumed.in.MB"]) == pytest.approx(5000 * 100 / 1024 / 1024, 1e-3)
+
+
+def _moldau_tool(*args: str) -> str:
+    """A `moldau` command that must succeed, in this process; its stdout."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = moldau_main(list(args))
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+def _shape(line: str) -> str:
+    """A line with its numbers' digits blurred: what must match between two runs."""
+    return re.sub(r"\d+", "9", line)
+
+
+def _csv(output: str) -> dict[str, str]:
+    header, values = output.strip().splitlines()[-2:]
+    return dict(
+        zip(
+            (h.strip() for h in header.split(",")),
+            (v.strip() for v in values.split(",")),
+            strict=True,
+        )
+    )
+
+
+def test_moldau_perf_prints_what_kafkas_perf_tests_print_and_sends_every_record(
+    moldau: BrokerProcess,
+) -> None:
+    b = moldau.bootstrap
+    topic = _name("moldau-perf")
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    kafka = tool(PRODUCER_PERF, "--topic", topic, "--num-records", "500", "--record-size", "50",
+                 "--throughput", "-1", "--producer-props", f"bootstrap.servers={b}")  # fmt: skip
+    ours = _moldau_tool("perf", "produce", "--topic", topic, "--num-records", "3000",
+                        "--record-size", "100", "--throughput", "-1",
+                        "--producer-props", f"bootstrap.servers={b}", "acks=all")  # fmt: skip
+    [kafka_total] = [x for x in kafka.splitlines() if " ms 99.9th." in x]
+    [our_total] = ours.splitlines()
+    assert _shape(our_total) == _shape(kafka_total)
+    assert our_total.startswith("3000 records sent, ")
+    ends = [CTP(topic, p) for p in (0, 1)]
+    c = Consumer({"bootstrap.servers": b, "group.id": "perf-check"})
+    try:
+        assert sum(c.get_watermark_offsets(tp, timeout=10)[1] for tp in ends) == 3500
+    finally:
+        c.close()
+    ours = _moldau_tool("perf", "consume", "--bootstrap-server", b, "--topic", topic,
+                        "--messages", "3500", "--timeout", "10000")  # fmt: skip
+    kafka = tool(CONSUMER_PERF, "--bootstrap-server", b, "--topic", topic, "--messages", "3500",
+                 "--timeout", "10000")  # fmt: skip
+    assert ours.splitlines()[0] == kafka.strip().splitlines()[-2]  # the header
+    assert _shape(ours.splitlines()[1]) == _shape(kafka.strip().splitlines()[-1])
+    for report in (_csv(ours), _csv(kafka)):
+        assert int(report["data.consumed.in.nMsg"]) == 3500
+        assert float(report["data.consumed.in.MB"]) == pytest.approx(
+            (500 * 50 + 3000 * 100) / 1024 / 1024, abs=1e-4
+        )
+
+
+def test_moldau_perf_produce_in_transactions_commits_every_record(
+    moldau: BrokerProcess, tmp_path: Path
+) -> None:
+    b = moldau.bootstrap
+    topic = _name("moldau-perf-txn")
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    out = _moldau_tool("perf", "produce", "--topic", topic, "--num-records", "400",
+                       "--payload-monotonic", "--throughput", "2000", "--bootstrap-server", b,
+                       "--transactional-id", f"{topic}-tx",
+                       "--transaction-duration-ms", "100")  # fmt: skip
+    assert out.startswith("400 records sent, ")
+    # Every record in a committed transaction (how many transactions depends on time:
+    # tests/unit/test_progress.py checks the cadence on a test clock).
+    segment = moldau.data_dir / f"{topic}-0" / "00000000000000000000.log"
+
+    def dump() -> str:
+        return _moldau_tool("dump-log", "--files", str(segment), "--print-data-log")
+
+    # The coordinator writes the markers after it answers the last commit.
+    assert wait_for(
+        lambda: re.search(r"endTxnMarker: COMMIT coordinatorEpoch: \d+$", dump().splitlines()[-1])
+    )
+    dumped = dump()
+    data_batches = [x for x in dumped.splitlines() if "isControl: false" in x]
+    assert data_batches and all("isTransactional: true" in x for x in data_batches)
+    assert "endTxnMarker: ABORT" not in dumped
+    payloads = re.findall(r"payload: (\d+)$", dumped, re.M)
+    assert payloads == [str(i) for i in range(400)]
+    committed = tmp_path / "committed.properties"
+    committed.write_text("isolation.level=read_committed\n")
+    consumed = _moldau_tool("perf", "consume", "--bootstrap-server", b, "--topic", topic,
+                            "--messages", "400", "--consumer.config", str(committed))  # fmt: skip
+    report = _csv(consumed)
+    assert int(report["data.consumed.in.nMsg"]) == 400
 
 
 def test_kafka_configs_broker_defaults_change_every_topics_defaults(

@@ -20,9 +20,18 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": set(),
     "storage": {"protocol", "clock"},
     "metadata": {"storage", "protocol", "clock"},
+    "quota": {"metadata", "clock"},
 }
-BELOW_SERVER = ("replication", "coordinator", "controller", "storage", "metadata", "protocol")
-NO_EVENT_LOOP = ("protocol", "storage", "security")
+BELOW_SERVER = (
+    "replication",
+    "coordinator",
+    "controller",
+    "storage",
+    "metadata",
+    "protocol",
+    "quota",
+)
+NO_EVENT_LOOP = ("protocol", "storage", "security", "quota")
 LOOP_AND_SOCKETS = {"asyncio", "socket", "selectors", "ssl"}
 
 

@@ -17,6 +17,7 @@ from moldau.config.broker import BrokerConfig
 from moldau.protocol.apis import ApiKey
 from moldau.server.apis import KafkaApis
 from moldau.server.network import CloseConnection, Connection, SocketServer
+from moldau.server.quotas import BrokerQuotas
 from moldau.server.request_metrics import RequestMetrics
 
 
@@ -40,8 +41,13 @@ def connection(protocol: str) -> Any:
 def apis() -> KafkaApis:
     serving = asyncio.Event()
     serving.set()
+    config = BrokerConfig()
     broker = SimpleNamespace(
-        clock=SYSTEM_CLOCK, request_metrics=RequestMetrics(), serving=serving, config=BrokerConfig()
+        clock=SYSTEM_CLOCK,
+        request_metrics=RequestMetrics(),
+        serving=serving,
+        config=config,
+        quotas=BrokerQuotas(config, SYSTEM_CLOCK),
     )
     return KafkaApis(cast(Any, broker))
 

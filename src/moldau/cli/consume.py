@@ -46,6 +46,7 @@ from moldau.cli.common import (
     topic_partitions,
 )
 from moldau.cli.errors import CliError
+from moldau.cli.progress import Progress, output_redirected
 
 #: The most records taken from the client at once.
 _BATCH = 500
@@ -317,28 +318,35 @@ def _consume(
     limit: int | None = args.max_messages
     idle_limit_s = args.timeout_ms / 1000 if args.timeout_ms is not None else None
     last_record = time.monotonic()
+    # With --max-messages, a bar of records to go, when the records go to a file or
+    # a pipe (on the terminal they are the progress).
+    bar = Progress(
+        limit or 0, "records", "consumed", enabled=limit is not None and output_redirected()
+    )
     try:
-        while limit is None or processed < limit:
-            want = _BATCH if limit is None else min(_BATCH, limit - processed)
-            wait_s = _TICK_S
-            if idle_limit_s is not None:
-                wait_s = max(0.0, min(wait_s, last_record + idle_limit_s - time.monotonic()))
-            messages = consumer.consume(num_messages=want, timeout=wait_s)
-            watch.check()
-            printed = 0
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    _check_error(err, args.topic)
-                    continue
-                out.write(formatter.format(msg))
-                printed += 1
-            if printed:
-                out.flush()
-                processed += printed
-                last_record = time.monotonic()
-            elif idle_limit_s is not None and time.monotonic() - last_record >= idle_limit_s:
-                break
+        with bar:
+            while limit is None or processed < limit:
+                want = _BATCH if limit is None else min(_BATCH, limit - processed)
+                wait_s = _TICK_S
+                if idle_limit_s is not None:
+                    wait_s = max(0.0, min(wait_s, last_record + idle_limit_s - time.monotonic()))
+                messages = consumer.consume(num_messages=want, timeout=wait_s)
+                watch.check()
+                printed = 0
+                for msg in messages:
+                    err = msg.error()
+                    if err is not None:
+                        _check_error(err, args.topic)
+                        continue
+                    out.write(formatter.format(msg))
+                    printed += 1
+                if printed:
+                    out.flush()
+                    processed += printed
+                    last_record = time.monotonic()
+                    bar.update(processed)
+                elif idle_limit_s is not None and time.monotonic() - last_record >= idle_limit_s:
+                    break
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly
         _silence_stdout()
     finally:

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         "log-dirs",
         "broker-api-versions",
         "ui",
+        "dump-log",
+        "perf",
     ):
         module = _tool(name)
         if module is not None:

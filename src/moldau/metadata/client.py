@@ -363,6 +363,30 @@ class MetadataClient:
             return []
         return [z.desanitize(n) for n in await self.store.get_children(z.CONFIG_USERS)]
 
+    async def get_entity_config(self, entity_path: str) -> dict[str, str]:
+        """The config map of an entity path under /config ("users/<u>",
+        "users/<u>/clients/<c>", "clients/<c>": quotas, and a user's credentials)."""
+        found = await self.store.get_or_none(f"/config/{entity_path}")
+        return {} if found is None else z.decode_config(found[0])
+
+    async def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Replace an entity's config map and announce it by its entity path."""
+        await self._set_config(f"/config/{entity_path}", entity_path, config)
+
+    async def get_quota_entity_paths(self) -> list[str]:
+        """Every entity path with a config map that may hold quotas: users, users'
+        client-ids, and client-ids."""
+        paths: list[str] = []
+        for root, kind in ((z.CONFIG_USERS, "users"), (z.CONFIG_CLIENTS, "clients")):
+            with contextlib.suppress(NoNodeError):
+                for name in await self.store.get_children(root):
+                    paths.append(f"{kind}/{name}")
+                    if kind == "users":
+                        with contextlib.suppress(NoNodeError):
+                            for c in await self.store.get_children(f"{root}/{name}/clients"):
+                                paths.append(f"users/{name}/clients/{c}")
+        return paths
+
     async def _set_config(self, path: str, entity_path: str, config: Mapping[str, str]) -> None:
         data = z.encode_config(config)
         if await self.store.exists(path) is None:

@@ -6,7 +6,10 @@ Kafka's ZooKeeper formats so that a reader who knows Kafka's znodes knows ours.
 /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{...}}
 /brokers/topics/<topic>/partitions/<p>/state  {"leader","leader_epoch","isr","controller_epoch"}
 /config/topics/<topic>                        {"version":1,"config":{...}}
-/config/users/<sanitized user>                {"version":1,"config":{"SCRAM-SHA-256":...}}
+/config/users/<sanitized user>                {"version":1,"config":{"SCRAM-SHA-256":...,
+                                               "producer_byte_rate":...}} (credentials, quotas)
+/config/users/<user>/clients/<client-id>      {"version":1,"config":{...quotas}}
+/config/clients/<sanitized client-id>         {"version":1,"config":{...quotas}}
 /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
 /controller                                   ephemeral {"version":1,"brokerid":...}
 /controller_epoch                             integer
@@ -36,6 +39,7 @@ TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_USERS = "/config/users"
+CONFIG_CLIENTS = "/config/clients"
 # The entity of the cluster-wide dynamic broker defaults.
 DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
@@ -305,6 +309,10 @@ def encode_config(config: Mapping[str, str]) -> bytes:
 
 
 def decode_config(data: bytes) -> dict[str, str]:
+    if not data:
+        # A parent made on the way to a child (/config/users/<u> of a user's
+        # client-id quota) holds no data, as in Kafka.
+        return {}
     return {str(k): str(v) for k, v in _loads(data).get("config", {}).items()}
 
 

@@ -85,15 +85,17 @@ def iter_messages(data: Buffer) -> Iterator[Message]:
         start, end = pos + ENTRY_OVERHEAD, pos + ENTRY_OVERHEAD + size
         if end > len(view) or size < _MIN_MESSAGE[MAGIC_V0]:
             raise CorruptMessageError("message set ends with a partial message")
-        yield _parse_message(offset, view[start:end])
+        yield parse_message(offset, view[start:end])
         pos = end
 
 
-def _parse_message(offset: int, m: memoryview) -> Message:
-    crc, magic, attributes = _V0_HEAD.unpack_from(m, 0)
+def parse_message(offset: int, m: memoryview, check_crc: bool = True) -> Message:
+    """One message (after its offset and size); without `check_crc` a message whose
+    CRC fails is read all the same (kafka-dump-log shows it as invalid)."""
+    _, magic, attributes = _V0_HEAD.unpack_from(m, 0)
     if magic not in (MAGIC_V0, MAGIC_V1) or len(m) < _MIN_MESSAGE[magic]:
         raise CorruptMessageError(f"message of magic {magic} in a message set")
-    if zlib.crc32(m[4:]) != crc:
+    if check_crc and not crc_valid(m):
         raise CorruptMessageError(f"message at offset {offset} fails its CRC check")
     timestamp = NO_TIMESTAMP
     pos = 6
@@ -105,6 +107,11 @@ def _parse_message(offset: int, m: memoryview) -> Message:
     if pos != len(m):
         raise CorruptMessageError(f"message at offset {offset} has bytes past its value")
     return Message(offset, magic, attributes, timestamp, key, value)
+
+
+def crc_valid(m: Buffer) -> bool:
+    """Whether a message (after its offset and size) matches its CRC-32."""
+    return bool(zlib.crc32(memoryview(m)[4:]) == _V0_HEAD.unpack_from(m, 0)[0])
 
 
 def _bytes(m: memoryview, pos: int) -> tuple[bytes | None, int]:
@@ -119,7 +126,7 @@ def _bytes(m: memoryview, pos: int) -> tuple[bytes | None, int]:
     return bytes(m[pos : pos + n]), pos + n
 
 
-def _records_of(message: Message) -> list[Message]:
+def records_of(message: Message) -> list[Message]:
     """A plain message, or the records inside a wrapper."""
     codec = message.codec
     if codec == Compression.NONE:
@@ -154,7 +161,7 @@ def up_convert(message_set: Buffer) -> bytes:
     records: list[Message] = []
     codec = Compression.NONE
     for message in iter_messages(message_set):
-        records.extend(_records_of(message))  # refuses codecs of no id
+        records.extend(records_of(message))  # refuses codecs of no id
         if message.codec != Compression.NONE:
             codec = Compression(message.codec)
     if not records:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import is_dataclass, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from moldau.metadata.store import StorePersistError
@@ -35,6 +37,10 @@ from moldau.server.handlers.acls import (
 )
 from moldau.server.handlers.alter_partition import handle_alter_partition
 from moldau.server.handlers.api_versions import api_versions_response, handle_api_versions
+from moldau.server.handlers.client_quotas import (
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+)
 from moldau.server.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -157,6 +163,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
@@ -190,6 +198,14 @@ _SERVED_WHILE_STARTING = frozenset(
 SERVED_BEFORE_AUTHENTICATION = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 )
+
+# Never counted in a client's request quota, nor throttled (Kafka's exempt
+# requests: version and login exchanges, and brokers' own requests).
+# Those served while starting are exactly these, and the brokers' markers.
+QUOTA_EXEMPT = _SERVED_WHILE_STARTING | {ApiKey.WRITE_TXN_MARKERS}
+
+# Metadata responses carry a throttle time from v3 on, as their first field.
+METADATA_THROTTLE_SINCE = 3
 
 # Kafka's request names in its RequestMetrics (ApiKeys' names).
 REQUEST_NAMES: dict[int, str] = {
@@ -238,7 +254,7 @@ class KafkaApis:
             return self._unsupported(header)
         sasl = session.sasl
         started = self.clock.monotonic_ns()
-        answer = await self._handle(conn, header, frame, offset)
+        answer = await self._handle(conn, header, frame, offset, started)
         if sasl is not None and session.sasl is None:
             self._logged_in(conn)
         if key == ApiKey.SASL_HANDSHAKE and version == 0 and conn.session.sasl is not None:
@@ -293,10 +309,10 @@ class KafkaApis:
             record()
 
     async def _handle(
-        self, conn: Connection, header: RequestHeader, frame: memoryview, offset: int
+        self, conn: Connection, header: RequestHeader, frame: memoryview, offset: int, started: int
     ) -> Answer:
         key, version = header.api_key, header.api_version
-        ctx = RequestContext(header, frame, offset, conn.client, conn.session)
+        ctx = RequestContext(header, frame, offset, conn.client, conn.session, started)
         handler = HANDLERS[ApiKey(key)]
         if not self.broker.serving.is_set() and key not in _SERVED_WHILE_STARTING:
             # Held, as Kafka holds requests until its broker has started (the client's
@@ -329,6 +345,9 @@ class KafkaApis:
         except Exception:
             log.exception("unexpected error handling %s v%d", ApiKey(key).name, version)
             return self._error(header, ErrorCode.unknown_server_error, "unexpected error")
+        quotas = self.broker.quotas
+        if quotas.enabled and key not in QUOTA_EXEMPT:
+            response = self._throttled(conn, ctx, response)
         if response is None:
             return None
         if isinstance(response, Deferred):
@@ -336,6 +355,28 @@ class KafkaApis:
         if isinstance(response, CloseAfter):
             raise AnswerThenClose(frame_response(header, response.response), response.reason)
         return frame_response(header, response)
+
+    def _throttled(self, conn: Connection, ctx: RequestContext, response: Any) -> Any:
+        """The response with the client's throttle time, and the connection muted
+        for it once the response is out (KIP-219). Produce and Fetch put it in their
+        hand-encoded responses themselves."""
+        ms = self.broker.quotas.on_request(ctx)
+        if ms <= 0:
+            return response
+        conn.throttle_ms = ms
+        if is_dataclass(response) and hasattr(response, "throttle_time"):
+            response = replace(response, throttle_time=timedelta(milliseconds=ms))  # type: ignore[type-var]
+        elif (
+            isinstance(response, RawBody)
+            and ctx.header.api_key == ApiKey.METADATA
+            and ctx.version >= METADATA_THROTTLE_SINCE
+        ):
+            # A Metadata response encoded once for all: its body opens with the
+            # throttle time.
+            first = response.parts[0]
+            assert isinstance(first, bytes | bytearray | memoryview)
+            response = RawBody([pack_i32(ms) + bytes(first[4:]), *response.parts[1:]])
+        return response
 
     def _later(self, header: RequestHeader, deferred: Deferred) -> asyncio.Future[list[Part]]:
         answer: asyncio.Future[list[Part]] = asyncio.get_running_loop().create_future()

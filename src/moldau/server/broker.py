@@ -90,6 +90,7 @@ from moldau.server.metadata_cache import MetadataCache
 from moldau.server.metrics import BrokerCollector
 from moldau.server.metrics_http import MetricsServer
 from moldau.server.network import SocketServer
+from moldau.server.quotas import BrokerQuotas
 from moldau.server.replica_fetch_client import NetworkFetchClient
 from moldau.server.request_metrics import RequestMetrics
 from moldau.server.tls import client_context, server_context
@@ -363,6 +364,8 @@ class Broker:
         self.config_manager.listeners.append(self._on_topic_config_change)
         self.apis = KafkaApis(self)
         self.config_manager.user_listeners.append(self._load_user)
+        self.quotas = BrokerQuotas(config, clock)
+        self.config_manager.quota_listeners.append(self._load_quotas)
         self.servers: list[SocketServer] = []
         # Encoded Metadata responses, keyed on the metadata cache version.
         self.metadata_responses: dict[tuple[Any, ...], bytes] = {}
@@ -405,6 +408,7 @@ class Broker:
         self.failure_channel.listeners.append(on_failure)
         # The SCRAM users before listening: logins are served while the broker starts.
         await self._load_users()
+        await self.quotas.load(self.client)
         # Listen first: while the logs load (on worker threads, the event loop free),
         # clients connect and are told to wait (see KafkaApis: `serving`).
         for listener in self.listeners:
@@ -437,6 +441,7 @@ class Broker:
         # Again once the notifications are followed, so that no change made while
         # the logs loaded is missed (one read twice is harmless).
         await self._load_users()
+        await self.quotas.load(self.client)
         if config["metrics.port"] is not None:
             collector = BrokerCollector(self)
             self.metrics_server = MetricsServer(
@@ -526,6 +531,9 @@ class Broker:
         except ValueError as e:
             log.error("user %s: SCRAM credentials unreadable, ignored: %s", user, e)
             self.credentials.remove_user(user)
+
+    async def _load_quotas(self, entity_path: str) -> None:
+        await self.quotas.on_change(self.client, entity_path)
 
     def _on_metadata(self) -> None:
         if self.broker_id in self.metadata_cache.brokers:

@@ -2,7 +2,9 @@
 config overrides are loaded from /config/topics, kept current, and resolved
 against the broker's defaults (dynamic ones included) into each log's LogConfig;
 notifications about brokers' dynamic configs go to `broker_listeners`
-(DynamicBrokerConfig), which calls `reconfigure` after a change."""
+(DynamicBrokerConfig), which calls `reconfigure` after a change; those about users
+to `user_listeners` (SCRAM credentials), and those about users and client-ids to
+`quota_listeners` (client quotas)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ class DynamicConfigManager:
         self.broker_listeners: list[Callable[[str], Awaitable[None]]] = []
         # Called with a user's name after its /config/users entry changed.
         self.user_listeners: list[Callable[[str], Awaitable[None]]] = []
+        # Called with the entity path (users/<u>, users/<u>/clients/<c>, clients/<c>)
+        # of a change that may be about client quotas.
+        self.quota_listeners: list[Callable[[str], Awaitable[None]]] = []
 
     async def load(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -130,9 +135,13 @@ class DynamicConfigManager:
             elif entity is not None and entity.startswith("brokers/"):
                 for listener in self.broker_listeners:
                     await listener(entity.split("/", 1)[1])
-            elif entity is not None and entity.startswith("users/"):
-                for listener in self.user_listeners:
-                    await listener(desanitize(entity.split("/", 1)[1]))
+            elif entity is not None and entity.startswith(("users/", "clients/")):
+                kind, _, rest = entity.partition("/")
+                if kind == "users" and "/" not in rest:  # not a user's client-id
+                    for listener in self.user_listeners:
+                        await listener(desanitize(rest))
+                for quota_listener in self.quota_listeners:
+                    await quota_listener(entity)
             # Only once applied: a change whose reading failed is read again.
             self._last_change = seq
 

@@ -198,6 +198,9 @@ class FetchContext:
     partitions: list[CachedPartition]
     respond: Callable[[list[FetchPartitionRead]], tuple[int, Answer]]
     error: ErrorCode = ErrorCode.none
+    # The session id of an answer a client quota throttled (Kafka's
+    # getThrottledResponse): an incremental session's, else none (no session made).
+    throttled_session_id: int = INVALID_SESSION_ID
 
 
 class FetchManager:
@@ -274,4 +277,4 @@ class FetchManager:
                         session.partitions[p.key] = moved
             return session.id, answer
 
-        return FetchContext(partitions, respond)
+        return FetchContext(partitions, respond, throttled_session_id=session.id)

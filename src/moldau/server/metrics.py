@@ -29,6 +29,13 @@ _PER_TOPIC = frozenset(TopicMeter) - {
     TopicMeter.REPLICATION_BYTES_IN,
     TopicMeter.REPLICATION_BYTES_OUT,
 }
+# Each client quota's measured rate: Kafka's metric name, and what it counts.
+_QUOTA_RATES = {
+    "Produce": ("byte_rate", "Bytes/s produced"),
+    "Fetch": ("byte_rate", "Bytes/s fetched"),
+    "Request": ("request_time", "Request handling time, % of the event loop"),
+    "ControllerMutation": ("mutation_rate", "Partitions created or deleted/s"),
+}
 # Kafka's BrokerState: RUNNING and PENDING_CONTROLLED_SHUTDOWN.
 _RUNNING = 3
 
@@ -60,6 +67,7 @@ class BrokerCollector(Collector):
         yield from self._controller()
         yield from self._consumer_groups()
         yield from self._transactions()
+        yield from self._quotas()
 
     def _server(self) -> Iterator[Metric]:
         b = self.broker
@@ -137,6 +145,23 @@ class BrokerCollector(Collector):
             m.add_sample(name + "_count", {"request": request}, histogram.count)
             m.add_sample(name + "_sum", {"request": request}, histogram.total)
         yield m
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Kafka's client quota sensors (kafka.server<type=Produce, user=U,
+        client-id=C>, and Fetch, Request, ControllerMutation): the rate each set of
+        clients sharing a quota uses, and the mean throttle time they were given,
+        over the quota window; absent while no quota of the type is set."""
+        for manager in self.broker.quotas.managers:
+            group = manager.quota_type.group.lower()
+            measured = [({"user": u, "client_id": c}, rate, throttle)
+                        for (u, c), rate, throttle in manager.metrics()]  # fmt: skip
+            if not measured:
+                continue
+            rate_name, unit = _QUOTA_RATES[manager.quota_type.group]
+            yield gauge(f"kafka_server_{group}_{rate_name}", unit,
+                        [(labels, rate) for labels, rate, _ in measured])  # fmt: skip
+            yield gauge(f"kafka_server_{group}_throttle_time", "Mean throttle time, ms",
+                        [(labels, t) for labels, _, t in measured])  # fmt: skip
 
     def _purgatories(self) -> Iterator[Metric]:
         rm = self.broker.replica_manager

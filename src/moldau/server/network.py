@@ -125,6 +125,9 @@ class Connection(asyncio.Protocol):
         self._answerer: asyncio.Task[None] | None = None
         self.closed = False
         self.last_active_ms = server.now_ms()
+        # A client quota's throttle (KIP-219): once this request's answer is on its
+        # way, nothing more is read from the client for this long.
+        self.throttle_ms = 0
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -246,6 +249,22 @@ class Connection(asyncio.Protocol):
             # Sent or queued: let go of its file slices (they close deleted files).
             del answer
             self.last_active_ms = self.server.now_ms()
+            if self.throttle_ms:
+                await self._muted()
+
+    async def _muted(self) -> None:
+        """Read nothing for the throttle time (Kafka mutes the channel); requests
+        already read wait too, as they would in Kafka's socket buffer."""
+        ms, self.throttle_ms = self.throttle_ms, 0
+        transport = self.transport
+        assert transport is not None
+        if not self._reading_paused:
+            transport.pause_reading()
+        try:
+            await asyncio.sleep(ms / 1000)
+        finally:
+            if not self.closed and not self._reading_paused:
+                transport.resume_reading()
 
     async def _close_when_answered(self) -> None:
         """Close once the answers still owed are sent, handling nothing more."""

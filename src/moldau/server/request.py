@@ -42,6 +42,13 @@ class RequestContext:
     body_offset: int
     client: ClientInfo
     session: Session = field(default_factory=_plaintext_session)
+    # Client quotas (server/quotas.py): when handling began, the time spent waiting
+    # on others meanwhile (a fetch's long poll), the throttle time found, and
+    # whether the request quota has counted this request already.
+    started_ns: int = 0
+    waited_ns: int = 0
+    throttle_ms: int = 0
+    quota_recorded: bool = False
 
     @property
     def principal(self) -> str:

@@ -15,6 +15,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 
 from moldau.storage.checkpoint import read_file
@@ -25,6 +26,20 @@ _TIME_ENTRY = struct.Struct(">qi")
 
 class CorruptIndexError(Exception):
     pass
+
+
+def offset_entries(data: bytes, base_offset: int) -> Iterator[tuple[int, int]]:
+    """(offset, position) of each whole entry of an `.index` file's bytes."""
+    whole = len(data) - len(data) % _OFFSET_ENTRY.size
+    for rel, pos in _OFFSET_ENTRY.iter_unpack(data[:whole]):
+        yield base_offset + rel, pos
+
+
+def time_entries(data: bytes, base_offset: int) -> Iterator[tuple[int, int]]:
+    """(timestamp, offset) of each whole entry of a `.timeindex` file's bytes."""
+    whole = len(data) - len(data) % _TIME_ENTRY.size
+    for ts, rel in _TIME_ENTRY.iter_unpack(data[:whole]):
+        yield ts, base_offset + rel
 
 
 class _Index:
@@ -134,8 +149,8 @@ class OffsetIndex(_Index):
 
     def _decode(self, data: bytes) -> None:
         self._clear()
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
-            self._offsets.append(self.base_offset + rel)
+        for offset, pos in offset_entries(data, self.base_offset):
+            self._offsets.append(offset)
             self._positions.append(pos)
 
     def _clear(self) -> None:
@@ -197,9 +212,9 @@ class TimeIndex(_Index):
 
     def _decode(self, data: bytes) -> None:
         self._clear()
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+        for ts, offset in time_entries(data, self.base_offset):
             self._timestamps.append(ts)
-            self._offsets.append(self.base_offset + rel)
+            self._offsets.append(offset)
 
     def _clear(self) -> None:
         self._timestamps = array("q")

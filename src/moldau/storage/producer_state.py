@@ -454,7 +454,7 @@ class ProducerStateManager:
             if offset > max_offset:
                 continue
             try:
-                self.producers = _read_snapshot(path.read_bytes())
+                self.producers = read_snapshot(path.read_bytes())
             except (ValueError, struct.error):
                 path.unlink(missing_ok=True)  # unreadable: fall back to an older one
                 continue
@@ -488,7 +488,9 @@ def snapshot_offsets(names: Iterable[str]) -> list[int]:
     )
 
 
-def _read_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
+def read_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
+    """The producers a `.snapshot` file's bytes hold; ValueError if it is not one
+    or fails its CRC."""
     if len(data) < _HEAD.size + _CRC.size:
         raise ValueError("snapshot too short")
     body, (crc,) = data[: -_CRC.size], _CRC.unpack_from(data, len(data) - _CRC.size)

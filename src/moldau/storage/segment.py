@@ -87,7 +87,7 @@ class FileRecords:
 
     def read(self) -> bytes:
         """The slice's bytes; fewer if the file was truncated since it was cut."""
-        return _pread_all(self.file.fd, self.position, self.size)
+        return pread_all(self.file.fd, self.position, self.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +333,7 @@ class LogSegment:
         return last_end
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return _pread_all(self._fd, position, size)
+        return pread_all(self._fd, position, size)
 
     def slice(self, position: int, size: int) -> FileRecords:
         """Bytes to send later: the slice keeps the file open until it is gone."""
@@ -520,7 +520,8 @@ class LogSegment:
         return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
 
-def _pread_all(fd: int, position: int, size: int) -> bytes:
+def pread_all(fd: int, position: int, size: int) -> bytes:
+    """Up to `size` bytes at `position`: fewer only where the file ends."""
     chunks = []
     pos, left = position, size
     while left > 0:

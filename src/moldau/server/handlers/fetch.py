@@ -49,10 +49,19 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
     authorizer = broker.authorizer
     max_bytes = req.max_bytes if version >= 3 else 2**31 - 1
     max_bytes = min(max_bytes, broker.config["fetch.max.bytes"])
+    quotas = broker.quotas
+    # Followers' fetches are never client-quota'd (replication has its own quotas).
+    quotaed = replica_id < 0 and (quotas.fetch.enabled or quotas.request.enabled)
+    if replica_id >= 0:
+        ctx.quota_recorded = True
+    elif quotaed and quotas.fetch.enabled:
+        # No more than the quota lets through in a window (Kafka: a larger answer
+        # would be throttled whatever came before it).
+        max_bytes = int(min(max_bytes, quotas.fetch_max_bytes(ctx)))
     params = FetchParams(
         replica_id,
         int(req.max_wait.total_seconds() * 1000),
-        req.min_bytes,
+        min(req.min_bytes, max_bytes),
         max_bytes,
         isolation,
         min_one_message=version >= 3,
@@ -112,7 +121,13 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
             future.set_result(result)
 
     broker.replica_manager.fetch_messages(params, reads, respond)
-    done = future.result() if future.done() else await future
+    if future.done():
+        done = future.result()
+    else:
+        waited = broker.clock.monotonic_ns()
+        done = await future
+        # The long poll is not this request's use of the broker (request quota).
+        ctx.waited_ns += broker.clock.monotonic_ns() - waited
     by_tp = {r.tp: r for r in done}
     results = []
     for cached in context.partitions:
@@ -125,6 +140,18 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
                 error = ErrorCode.topic_authorization_failed
             read = FetchPartitionRead(cached.tp, cached.fetch_offset, -1, 0, error=error)
         results.append(read)
+    if quotaed:
+        size = sum(r.info.data.size for r in results if r.info is not None and r.error == 0)
+        throttle_ms = quotas.on_fetch(ctx, size)
+        if throttle_ms > 0:
+            # Kafka answers a throttled fetch with no partitions at all (its
+            # getThrottledResponse); the session, if any, stays as it is.
+            return RawBody(
+                encode_fetch_response(
+                    version, [], session_id=context.throttled_session_id,
+                    throttle_time_ms=throttle_ms,
+                )
+            )  # fmt: skip
     session_id, answer = context.respond(results)
 
     topics: list[FetchTopicResult] = []
@@ -163,7 +190,11 @@ async def handle_fetch(broker: Broker, ctx: RequestContext) -> Response:
         if last is None or (last.topic, last.topic_id) != (cached.tp.topic, cached.topic_id):
             topics.append(FetchTopicResult(cached.tp.topic, [], cached.topic_id))
         topics[-1].partitions.append(result)
-    return RawBody(encode_fetch_response(version, topics, session_id=session_id))
+    return RawBody(
+        encode_fetch_response(
+            version, topics, session_id=session_id, throttle_time_ms=ctx.throttle_ms
+        )
+    )
 
 
 def in_message_format(version: int, data: FetchDataInfo, max_bytes: int) -> bytes:

@@ -25,7 +25,9 @@ async def handle_list_offsets(broker: Broker, ctx: RequestContext) -> Response:
     version = ctx.version
     if version == 0:
         return _list_offsets_v0(broker, ctx, req)
-    if req.replica_id >= 0:
+    if req.replica_id != -1:
+        # Only a consumer's request has an isolation level (Kafka's isClientRequest):
+        # a follower's and a debugging replica's (-2) are answered up to the log end.
         isolation = FetchIsolation.LOG_END
     elif version >= 2 and req.isolation_level == READ_COMMITTED:
         isolation = FetchIsolation.TXN_COMMITTED

@@ -144,7 +144,9 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
     def build(results: dict[TopicPartition, ProducePartitionResponse]) -> RawBody:
         results.update(errors)
         body = encode_produce_response(
-            version, [(name, [results[tp] for tp in tps]) for name, tps in order]
+            version,
+            [(name, [results[tp] for tp in tps]) for name, tps in order],
+            ctx.throttle_ms,
         )
         return RawBody([body])
 
@@ -164,6 +166,9 @@ async def handle_produce(broker: Broker, ctx: RequestContext) -> Response:
         broker.replica_manager.append_records(
             req.acks, req.timeout_ms, entries, respond, verification_guards=guards
         )
+    quotas = broker.quotas
+    if quotas.produce.enabled or quotas.request.enabled:
+        quotas.on_produce(ctx, len(ctx.frame), req.acks)  # sets ctx.throttle_ms
     if req.acks == 0:
         # No response; on an error Kafka closes the connection so the producer notices
         # (once the answers owed before it are sent: Connection._close_when_answered).

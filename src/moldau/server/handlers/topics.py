@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     from moldau.server.broker import Broker
 
 
+# The first versions answered THROTTLING_QUOTA_EXCEEDED (KIP-599): a client over its
+# controller_mutation_rate is refused there; older clients are only throttled.
+STRICT_MUTATIONS = {ApiKey.CREATE_TOPICS: 6, ApiKey.DELETE_TOPICS: 5, ApiKey.CREATE_PARTITIONS: 3}
+
+
+def _throttled(result: dict[str, Any]) -> dict[str, Any]:
+    result["error_code"] = ErrorCode.throttling_quota_exceeded
+    result["error_message"] = "The throttling quota has been exceeded."
+    return result
+
+
 def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000)
 
@@ -44,11 +55,19 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext) -> Response:
             return result
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         configs = {c.name: c.value for c in t.configs}
+        validate_only = bool(getattr(req, "validate_only", False))  # v1+
+        partitions = len(assignments or ()) or t.num_partitions
+        if partitions < 0:
+            partitions = broker.config["num.partitions"]
+        if not validate_only and not broker.quotas.record_mutation(
+            ctx, partitions, strict=version >= STRICT_MUTATIONS[ApiKey.CREATE_TOPICS]
+        ):
+            return _throttled(result)
         try:
             assignment, error = await broker.admin_manager.create_topic(
                 NewTopic(t.name, t.num_partitions, t.replication_factor, assignments, configs),
                 timeout_ms,
-                bool(getattr(req, "validate_only", False)),  # v1+
+                validate_only,
             )
         except KafkaError as e:
             result["error_code"] = e.code
@@ -101,6 +120,12 @@ async def handle_delete_topics(broker: Broker, ctx: RequestContext) -> Response:
             result["error_code"] = ErrorCode.topic_deletion_disabled
             return result
         result["topic_id"] = topic_id or broker.metadata_cache.topic_ids.get(name)
+        if not broker.quotas.record_mutation(
+            ctx,
+            broker.metadata_cache.partition_count(name),
+            strict=version >= STRICT_MUTATIONS[ApiKey.DELETE_TOPICS],
+        ):
+            return _throttled(result)
         try:
             result["error_code"] = await broker.admin_manager.delete_topic(name, timeout_ms)
         except KafkaError as e:
@@ -128,6 +153,11 @@ async def handle_create_partitions(broker: Broker, ctx: RequestContext) -> Respo
             result["error_message"] = "Authorization failed."
             return result
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        added = max(t.count - broker.metadata_cache.partition_count(t.name), 0)
+        if not req.validate_only and not broker.quotas.record_mutation(
+            ctx, added, strict=ctx.version >= STRICT_MUTATIONS[ApiKey.CREATE_PARTITIONS]
+        ):
+            return _throttled(result)
         try:
             result["error_code"] = await broker.admin_manager.create_partitions(
                 t.name, t.count, assignments, timeout_ms, bool(req.validate_only)
