@@ -222,13 +222,17 @@ def test_topic_page_charts_the_topics_own_throughput(
     expect(summary.locator(".card", has_text="Replication factor")).to_contain_text("2")
     messages_chart = page.locator("#topic-charts .chart").first
     expect(messages_chart).to_contain_text("no records since the console started")
+
     # A topic's series begins with its traffic: records until the sampler (every
-    # 2 s) has seen the count grow and the page (every 5 s) has drawn it.
-    line = messages_chart.locator("path")
-    assert wait_for(
-        lambda: produce(ui_broker.bootstrap, topic, value=b"tick") or line.count() > 0,
-        timeout=20,
-    )
+    # 2 s) has seen the count grow; then the page, opened again, draws it.
+    def charted() -> bool:
+        produce(ui_broker.bootstrap, topic, value=b"tick")
+        series = page.request.get(f"api/topics/{topic}").json()["throughput"]["series"]
+        return any(s["points"] for s in series if s["name"].endswith(".messages_in"))
+
+    assert wait_for(charted, timeout=20)
+    page.reload()
+    expect(messages_chart.locator("path")).to_be_attached()
     expect(summary.locator(".card", has_text="Messages in")).to_contain_text("/s")
     # Another topic's page has no line of this one's.
     page.goto(f"#/topic/{quiet}")
