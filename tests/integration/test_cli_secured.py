@@ -10,12 +10,17 @@ it sets up users, ACLs and open transactions."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -27,6 +32,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from moldau.cli.main import main
+from moldau.testing.browser import ConsoleProcess
+from moldau.testing.process import wait_for
 from tests.integration.secured import SecuredBroker, allow, secured_broker
 
 pytestmark = pytest.mark.integration
@@ -245,3 +252,77 @@ def test_every_client_command_works_over_sasl_ssl_with_its_settings_file(
     assert run("get-offsets", "--topic", topic, "--time", "-2") == f"{topic}:0:1\n"
     assert f'"partition":"{topic}-0"' in run("log-dirs", "--describe")
     assert "\tApiVersions(18): " in run("broker-api-versions")
+
+
+def console_call(url: str, method: str = "GET", body: object = None) -> tuple[int, Any]:
+    """(status, JSON) of one request to the console's API, as its pages make it."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_the_console_reads_and_writes_over_sasl_ssl_with_its_settings_file(
+    secured: SecuredBroker, tmp_path: Path
+) -> None:
+    """`moldau ui --command-config`: its AdminClient, its raw requests (DescribeLogDirs
+    for sizes), and the message browser's consumer and producer all log in."""
+    conf = config_file(secured, tmp_path / "admin.properties", ADMIN_USER)
+    topic = _name("ui")
+    args = ["--command-config", conf]
+    with ConsoleProcess(secured.sasl_ssl, tmp_path / "ui.log", args) as console:
+        api = console.url + "api/"
+        assert wait_for(lambda: console_call(api + "cluster")[1]["brokers"], timeout=20)
+        status, cluster = console_call(api + "cluster")
+        assert cluster["error"] is None
+        sasl_port = secured.broker.listener_ports["SASL_SSL"]
+        assert [(b["id"], b["port"], b["online"]) for b in cluster["brokers"]] == [
+            (1, sasl_port, True)
+        ]
+        assert console_call(api + "topics", "POST", {"name": topic, "partitions": 2})[0] == 201
+        written = console_call(
+            api + f"topics/{topic}/messages", "POST", {"value": "over TLS", "partition": 1}
+        )
+        assert written == (201, {"partition": 1, "offset": 0})
+        status, described = console_call(api + f"topics/{topic}")
+        assert status == 200, described
+        p1 = described["partitions"][1]
+        assert (p1["highWatermark"], p1["lastStable"]) == (1, 1)
+        assert p1["size"] > 0  # DescribeLogDirs, a raw request, logged in too
+        status, read = console_call(api + f"topics/{topic}/messages?from=beginning")
+        assert status == 200, read
+        assert [base64.b64decode(r["value"]) for r in read["records"]] == [b"over TLS"]
+        # The operator's pages too: groups, reassignments (a raw request), security.
+        for path in ["groups", "reassignments", "security/acls", "security/users"]:
+            status, answer = console_call(api + path)
+            assert status == 200, (path, answer)
+        assert f"User:{TOOLS_USER}" in json.dumps(console_call(api + "security/acls")[1])
+        assert TOOLS_USER in json.dumps(console_call(api + "security/users")[1])
+        assert console.stop() == 0
+
+
+def test_the_console_with_a_wrong_password_says_so_at_once(
+    secured: SecuredBroker, tmp_path: Path
+) -> None:
+    """Every page gets the broker's refusal in a second, not a timeout."""
+    conf = config_file(secured, tmp_path / "wrong.properties", ADMIN_USER, **{"sasl.password": "x"})
+    args = ["--command-config", conf]
+    with ConsoleProcess(secured.sasl_ssl, tmp_path / "ui.log", args) as console:
+        api = console.url + "api/"
+        assert wait_for(lambda: console_call(api + "cluster")[1]["error"], timeout=5)
+        refused = console_call(api + "cluster")[1]["error"]
+        assert refused.startswith("_AUTHENTICATION: "), refused
+        assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in refused
+        for method, path, body in [
+            ("GET", "topics", None),
+            ("POST", "topics", {"name": _name("never")}),
+            ("GET", "topics/any", None),
+            ("GET", "topics/any/messages", None),
+        ]:
+            began = time.monotonic()
+            assert console_call(api + path, method, body) == (502, {"error": refused})
+            assert time.monotonic() - began < 1.0
+        assert console.stop() == 0

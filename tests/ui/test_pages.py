@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -113,6 +114,12 @@ def test_topic_page_shows_partitions_and_edits_configs(
     assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == (
         "7200000"
     )
+    # Among some forty configs, the one set on the topic, found two ways.
+    page.locator("#only-set").check()
+    expect(page.locator("#configs tbody tr")).to_have_count(1)
+    expect(retention).to_be_visible()
+    page.locator("[name=find]").fill("segment")
+    expect(page.locator(".empty")).to_have_text("No config matches.")
 
 
 def test_a_record_from_a_client_shows_in_the_browser(
@@ -143,6 +150,7 @@ def test_a_record_from_a_client_shows_in_the_browser(
     page.locator("#browse [name=timestamp]").fill("2999-01-01T00:00:00")
     page.locator("#browse").get_by_role("button").click()
     expect(records).to_have_count(0)
+    expect(page.locator("#records .empty")).to_have_text("No records in this window.")
     page.locator("#browse [name=from]").select_option("beginning")
     page.locator("#browse [name=format]").select_option("text")
     page.locator("#browse [name=filter]").fill("plain")
@@ -201,3 +209,58 @@ def test_bad_input_gets_a_clear_message(page: Any, problems: PageProblems, topic
     )
     page.goto("#/no-such-page")
     expect(page.locator("#banner")).to_have_text("no page no-such-page")
+
+
+def test_topic_page_charts_the_topics_own_throughput(
+    page: Any, admin: AdminClient, topic: str, ui_broker: BrokerProcess
+) -> None:
+    quiet = f"{topic}-quiet"
+    admin.create_topics([NewTopic(quiet, 1, 1)])[quiet].result(10)
+    page.goto(f"#/topic/{topic}")
+    summary = page.locator("#summary")
+    expect(summary.locator(".card", has_text="Partitions")).to_contain_text("2")
+    expect(summary.locator(".card", has_text="Replication factor")).to_contain_text("2")
+    messages_chart = page.locator("#topic-charts .chart").first
+    expect(messages_chart).to_contain_text("no records since the console started")
+
+    # A topic's series begins with its traffic: records until the sampler (every
+    # 2 s) has seen the count grow; then the page, opened again, draws it.
+    def charted() -> bool:
+        produce(ui_broker.bootstrap, topic, value=b"tick")
+        series = page.request.get(f"api/topics/{topic}").json()["throughput"]["series"]
+        return any(s["points"] for s in series if s["name"].endswith(".messages_in"))
+
+    assert wait_for(charted, timeout=20)
+    page.reload()
+    expect(messages_chart.locator("path")).to_be_attached()
+    expect(summary.locator(".card", has_text="Messages in")).to_contain_text("/s")
+    # Another topic's page has no line of this one's.
+    page.goto(f"#/topic/{quiet}")
+    expect(page.locator("#topic-charts .chart").first).to_contain_text("no records")
+
+
+def test_messages_from_the_end_are_the_newest_of_all_partitions_newest_first(
+    page: Any, topic: str, ui_broker: BrokerProcess
+) -> None:
+    base = int(time.time() * 1000) - 60_000
+    p = Producer({"bootstrap.servers": ui_broker.bootstrap})
+    for i in range(6):  # r0 r2 r4 in partition 0, r1 r3 r5 in 1, a second apart
+        p.produce(topic, value=f"r{i}".encode(), partition=i % 2, timestamp=base + i * 1000)
+    assert p.flush(10) == 0
+    page.goto(f"#/messages/{topic}")
+    values = page.locator("#records tbody tr td:nth-child(5)")
+    expect(values).to_have_text(["r5", "r4", "r3", "r2", "r1", "r0"])
+    status = page.locator("#browse-status")
+    expect(status).to_have_text(
+        "6 record(s), newest first; 6 read from partition 0 (offsets 0\u20132), "
+        "partition 1 (offsets 0\u20132)"
+    )
+    page.locator("#browse [name=limit]").fill("3")
+    page.locator("#browse").get_by_role("button").click()
+    expect(values).to_have_text(["r5", "r4", "r3"])
+    # A filter looks back further than the last few records of each partition.
+    page.locator("#browse [name=limit]").fill("1")
+    page.locator("#browse [name=filter]").fill("r0")
+    page.locator("#browse").get_by_role("button").click()
+    expect(values).to_have_text(["r0"])
+    expect(status).to_contain_text("1 record(s), newest first; 6 read")

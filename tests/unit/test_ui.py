@@ -3,12 +3,14 @@ and rates, the cluster view's counts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from moldau.ui.browse import window
-from moldau.ui.history import History, Rate
+from moldau.ui.browse import MAX_SCANNED, end_span, window
+from moldau.ui.history import History, Rate, growth_rates
 from moldau.ui.json import UiError, int_param
-from moldau.ui.view import ClusterView, PartitionInfo
+from moldau.ui.view import ClusterView, PartitionInfo, protocol_counters, throughput
 
 HIGH = {("t", 0): 100, ("t", 1): 5}
 START = {("t", 0): 40, ("t", 1): 0}
@@ -90,3 +92,100 @@ def test_the_console_commands_refuse_a_port_out_of_range(
     assert "moldau ui: --port 70000 is not a valid port" in capsys.readouterr().err
     assert main(["serve", "--ui-port", "-1"]) != 0
     assert "moldau serve: --ui-port -1 is not a valid port" in capsys.readouterr().err
+
+
+def test_the_console_refuses_a_security_setting_it_cannot_honour_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from moldau.cli.main import main
+
+    conf = tmp_path / "client.properties"
+    conf.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    argv = ["ui", "--bootstrap-server", "localhost:9092", "--port", "0"]
+    assert main([*argv, "--command-config", str(conf)]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("moldau ui: --command-config: sasl.mechanism=GSSAPI is not supported")
+
+
+def test_history_drops_the_series_updated_least_lately_and_on_request() -> None:
+    h = History(points=3, max_series=2)
+    h.add("a", 0, 1)
+    h.add("b", 0, 1)
+    h.add("a", 1, 2)  # a is sampled still; b stopped
+    h.add("c", 1, 1)
+    assert (h.has("a"), h.has("b"), h.has("c")) == (True, False, True)
+    h.drop("a", "x")
+    assert not h.has("a")
+
+
+def test_growth_rates_leave_out_counters_that_went_down_or_are_missing() -> None:
+    before = {"grew": 100.0, "restarted": 500.0, "gone": 1.0}
+    after = {"grew": 300.0, "restarted": 10.0, "new": 7.0}
+    assert growth_rates(before, after, 2.0) == {"grew": 100.0}
+    assert growth_rates(before, after, 0.0) == {}
+
+
+def test_throughput_from_the_protocol_sums_partitions_by_topic_and_cluster() -> None:
+    view = ClusterView(
+        sizes={("a", 0): 1000, ("a", 1): 500, ("b", 0): 10},
+        high_watermarks={("a", 0): 10, ("a", 1): 5, ("b", 0): 1},
+    )
+    before = protocol_counters(view)
+    view.sizes = {("a", 0): 3000, ("a", 1): 500, ("b", 0): 10}
+    # Partition a-1's leader did not answer: neither 0 nor a spike later.
+    view.high_watermarks = {("a", 0): 30, ("b", 0): 3}
+    rates = throughput(growth_rates(before, protocol_counters(view), 2.0))
+    assert rates == {
+        ("a", "bytes_in"): 1000.0,
+        ("b", "bytes_in"): 0.0,
+        (None, "bytes_in"): 1000.0,
+        ("a", "messages_in"): 10.0,
+        ("b", "messages_in"): 1.0,
+        (None, "messages_in"): 11.0,
+    }
+
+
+def test_throughput_from_metrics_takes_the_all_topics_counters_for_the_cluster() -> None:
+    rates = {
+        ("http://b1", None, "bytes_in"): 100.0,
+        ("http://b2", None, "bytes_in"): 50.0,
+        ("http://b1", "a", "bytes_in"): 100.0,
+        ("http://b2", "a", "bytes_in"): 40.0,
+    }
+    assert throughput(rates) == {(None, "bytes_in"): 150.0, ("a", "bytes_in"): 140.0}
+
+
+def test_window_from_the_end_with_a_filter_looks_back_as_far_as_the_scan_budget() -> None:
+    assert end_span(10, 2, "") == 10
+    span = end_span(10, 2, "needle")
+    assert span == MAX_SCANNED // 2
+    assert window("end", 10, START, HIGH, span=span).starts == START
+
+
+def test_the_client_explains_timeouts_by_what_librdkafka_reported() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from moldau.ui.cluster import ClusterClient
+
+    cluster = ClusterClient("b:9092")
+    try:
+        timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out"))
+        assert cluster.explain(timed_out) == "_TIMED_OUT: Timed out"
+        suppressed = " (after 0ms in state CONNECT, 1 identical error(s) suppressed)"
+        connect = "b:9092/bootstrap: Connect failed"
+        cluster._on_error(KafkaError(KafkaError._TRANSPORT, connect + suppressed))
+        assert cluster.explain(timed_out) == (
+            "_TIMED_OUT: Timed out (lately: _TRANSPORT: b:9092/bootstrap: Connect failed)"
+        )
+        cluster.check()  # the sampler has not failed: pages still ask
+        cluster.view.error = "_TIMED_OUT: Timed out"
+        with pytest.raises(UiError, match="cannot reach the cluster at b:9092: _TIMED_OUT"):
+            cluster.check()
+        refused = "b:9092/bootstrap: SASL authentication error: bad (after 9ms in state AUTH_REQ)"
+        cluster._on_error(KafkaError(KafkaError._AUTHENTICATION, refused))
+        expected = "_AUTHENTICATION: b:9092/bootstrap: SASL authentication error: bad"
+        assert cluster.explain(timed_out) == expected
+        with pytest.raises(UiError, match=expected):
+            cluster.check()
+    finally:
+        cluster.close()

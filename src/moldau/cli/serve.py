@@ -367,7 +367,10 @@ async def _start_ui(brokers: list[Any], host: str, port: int) -> Any:
         if s.security_protocol == "PLAINTEXT"
     ]
     if not plain:
-        raise CliError("--ui-port needs a PLAINTEXT listener to connect to")
+        raise CliError(
+            "--ui-port needs a PLAINTEXT listener to connect to; for secured listeners "
+            "only, run `moldau ui --bootstrap-server H:P --command-config F` beside the broker"
+        )
     metrics = [
         f"http://{b.metrics_server.host or '127.0.0.1'}:{b.metrics_server.port}/metrics"
         for b in brokers

@@ -11,6 +11,7 @@ import asyncio
 import signal
 from typing import Any
 
+from moldau.cli.client_security import client_security
 from moldau.cli.common import add_bootstrap_argument, add_command_config_argument, read_config_file
 from moldau.cli.errors import CliError
 
@@ -37,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is not a valid port")
     config = read_config_file(args.command_config, "--command-config")
+    # A setting the console's own wire requests cannot honour is refused now, in
+    # one line, rather than on every page later.
+    client_security(config)
     try:
         asyncio.run(_serve(args, config))
     except OSError as e:

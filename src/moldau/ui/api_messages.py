@@ -62,15 +62,11 @@ def routes(cluster: ClusterClient) -> list[web.RouteDef]:
             by_time = await list_offsets(
                 cluster, keys, at_time(int_param(q.get("timestamp"), "timestamp", 0))
             )
-        w = browse.window(mode, limit, start, high, offset, by_time)
+        text = q.get("filter", "")
+        span = browse.end_span(limit, len(keys), text)
+        w = browse.window(mode, limit, start, high, offset, by_time, span)
         result = await cluster.run(
-            browse.read,
-            cluster.client_config(),
-            name,
-            w,
-            limit,
-            q.get("filter", ""),
-            mode == "end",
+            browse.read, cluster.client_config(), name, w, limit, text, mode == "end"
         )
         return ok(result)
 

@@ -22,6 +22,9 @@ MAX_SCANNED = 20_000
 MAX_FIELD_BYTES = 64 * 1024
 BROWSE_TIMEOUT_S = 5.0
 MODES = ("end", "beginning", "offset", "timestamp")
+#: What was read of a partition with nothing to read: no first or last offset.
+NOTHING: tuple[int | None, int | None, int] = (None, None, 0)
+READ_FIELDS = ("partition", "from", "to", "read")
 
 
 @dataclass
@@ -39,18 +42,20 @@ def window(
     high: Mapping[Partition, int],
     offset: int | None = None,
     by_time: Mapping[Partition, int] | None = None,
+    span: int | None = None,
 ) -> Window:
-    """The partitions' read window for a browse `mode`. `offset`: for "offset",
-    a single partition's offset out of its range is refused; with all partitions
-    each is clamped into its range. `by_time`: for "timestamp", each partition's
-    first offset at or after the time (-1: none)."""
+    """The partitions' read window for a browse `mode`. "end": each partition's
+    last `span` records (default `limit`: a filter looks further back). `offset`:
+    for "offset", a single partition's offset out of its range is refused; with
+    all partitions each is clamped into its range. `by_time`: for "timestamp",
+    each partition's first offset at or after the time (-1: none)."""
     if mode not in MODES:
         raise UiError(400, f"from must be one of {', '.join(MODES)}, got {mode!r}")
     starts: dict[Partition, int] = {}
     for key, end in high.items():
         first = log_start.get(key, 0)
         if mode == "end":
-            starts[key] = max(first, end - limit)
+            starts[key] = max(first, end - (span or limit))
         elif mode == "beginning":
             starts[key] = first
         elif mode == "offset":
@@ -106,17 +111,27 @@ def matches(message: Any, text: str) -> bool:
     return any(f is not None and needle in f for f in fields)
 
 
+def end_span(limit: int, partitions: int, text: str) -> int:
+    """How far back "from the end" reads each partition: the last `limit`
+    records, or with a filter as far as the scan budget allows."""
+    return limit if not text else max(limit, MAX_SCANNED // max(1, partitions))
+
+
 def read(
     conf: dict[str, Any], topic: str, w: Window, limit: int, text: str, newest: bool
 ) -> dict[str, Any]:
-    """Read the window (blocking: on the client's threads). `newest`: keep the
-    last `limit` matches by timestamp rather than the first. Each partition keeps
-    at most `limit` records (its newest, or its first), already cut to
-    MAX_FIELD_BYTES a field, so memory stays bounded whatever the topic holds."""
+    """Read the window (blocking: on the client's threads). `newest`: the last
+    `limit` matches by (timestamp, partition, offset), newest first, as
+    kafka-ui's newest-first mode; else the first `limit`, oldest first. Each
+    partition keeps at most `limit` records (its newest, or its first), already
+    cut to MAX_FIELD_BYTES a field, so memory stays bounded whatever the topic
+    holds. `partitions`: what was read of each partition, for the page to say."""
     from confluent_kafka import Consumer, TopicPartition
 
     todo = {p: start for p, start in w.starts.items() if start < w.ends[p]}
     kept: dict[Partition, deque[dict[str, Any]]] = {p: deque(maxlen=limit) for p in todo}
+    # Each partition's first and last offset read, and how many records.
+    read_of: dict[Partition, tuple[int | None, int | None, int]] = {}
     found = 0
     scanned = 0
     if todo:
@@ -139,9 +154,12 @@ def read(
                     key = (m.topic(), m.partition())
                     if m.error() is not None or key not in todo:
                         continue
-                    if (m.offset() or 0) + 1 >= w.ends[key]:
+                    offset = m.offset() or 0
+                    if offset + 1 >= w.ends[key]:
                         del todo[key]
                     scanned += 1
+                    first, _, count = read_of.get(key, (offset, offset, 0))
+                    read_of[key] = (first, offset, count + 1)
                     if (not text or matches(m, text)) and (newest or found < limit):
                         kept[key].append(record_json(m))
                         found += 1
@@ -152,7 +170,12 @@ def read(
         key=lambda r: (r["timestamp"] or 0, r["partition"], r["offset"]),
     )
     return {
-        "records": records[-limit:] if newest else records[:limit],
+        "records": records[-limit:][::-1] if newest else records[:limit],
+        "order": "newest first" if newest else "oldest first",
         "scanned": scanned,
         "complete": not todo,
+        "partitions": [
+            dict(zip(READ_FIELDS, (p, *read_of.get((t, p), NOTHING)), strict=True))
+            for t, p in sorted(w.starts)
+        ],
     }

@@ -9,16 +9,32 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from moldau.cli.common import TIMEOUT_S
 from moldau.ui.history import History
+from moldau.ui.json import UiError, kafka_message
 from moldau.ui.view import ClusterView
 
 T = TypeVar("T")
 
 Address = tuple[str, int]
+
+#: librdkafka's errors for a login or a certificate the cluster refused: trying
+#: again cannot help, so the pages say so at once instead of timing out.
+REFUSALS = ("_AUTHENTICATION", "_SSL")
+#: librdkafka's errors for a broker it cannot reach: a timeout's likely cause.
+UNREACHABLE = ("_TRANSPORT", "_RESOLVE")
+#: How long such an error explains the timeouts that follow it.
+UNREACHABLE_FRESH_S = 30.0
+#: Topic series kept (three a topic at most, from its first traffic).
+TOPIC_SERIES = 600
+#: How often a call waiting for an answer looks for such a refusal.
+REFUSAL_POLL_S = 0.25
+_AFTER = re.compile(r" \(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)$")
 
 
 class ClusterClient:
@@ -38,8 +54,15 @@ class ClusterClient:
         self._calls_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ui-calls")
         self._admin: Any = None
         self._calls: Any = None
+        #: The last refused login or certificate (Kafka's error name first), and
+        #: when (time.monotonic()); None once the cluster answers again.
+        self.refused: str | None = None
+        self._refused_at = 0.0
+        self._unreachable: tuple[str, float] | None = None
         #: Charted numbers (bounded rings), and the last sample of the cluster.
         self.history = History()
+        #: Each topic's throughput, apart: many topics must not push out the rest.
+        self.topic_history = History(max_series=TOPIC_SERIES)
         self.view = ClusterView()
 
     def client_config(self, **extra: str) -> dict[str, Any]:
@@ -47,7 +70,43 @@ class ClusterClient:
         librdkafka logs, the security settings, then `extra`."""
         conf: dict[str, Any] = {"log_level": 0, **self.config, **extra}
         conf["bootstrap.servers"] = self.bootstrap
+        conf["error_cb"] = self._on_error
         return conf
+
+    def _on_error(self, err: Any) -> None:
+        """librdkafka's error callback (run by `poll`): remembers a refused login
+        or certificate; other errors come back with the calls."""
+        message = f"{err.name()}: {_AFTER.sub('', str(err.str()))}"
+        if err.name() in REFUSALS:
+            self.refused = message
+            self._refused_at = time.monotonic()
+        elif err.name() in UNREACHABLE:
+            self._unreachable = (message, time.monotonic())
+
+    def check(self) -> None:
+        """Fail at once, with the reason, while the cluster refuses the console
+        or cannot be reached (until a call of the sampler's gets an answer again),
+        rather than let every page wait for its own timeout."""
+        if self.refused is not None:
+            raise UiError(502, self.refused)
+        if self.view.error is not None:
+            raise UiError(502, f"cannot reach the cluster at {self.bootstrap}: {self.view.error}")
+
+    def explain(self, exc: BaseException) -> str:
+        """A failed call's message for a page: a refused login or certificate
+        (the call only timed out) explains it better than the timeout; a broker
+        that could not be reached lately is said beside it."""
+        if self.refused is not None:
+            return self.refused
+        message = kafka_message(exc)
+        unreachable = self._unreachable
+        if (
+            message.startswith(("_TIMED_OUT", "_TRANSPORT"))
+            and unreachable is not None
+            and time.monotonic() - unreachable[1] < UNREACHABLE_FRESH_S
+        ):
+            return f"{message} (lately: {unreachable[0]})"
+        return message
 
     @property
     def admin(self) -> Any:
@@ -65,13 +124,30 @@ class ClusterClient:
 
     async def wait(self, future: concurrent.futures.Future[T], timeout: float = TIMEOUT_S) -> T:
         """An AdminClient future, awaited without a thread (librdkafka completes it)."""
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout + 2.0)
+        return await self._answer(asyncio.wrap_future(future), timeout + 2.0)
 
     async def metadata(self, topic: str | None = None) -> Any:
         """Cluster metadata (librdkafka's ClusterMetadata), all topics or one."""
-        if topic is None:
-            return await self.run(self.admin.list_topics, timeout=TIMEOUT_S)
-        return await self.run(self.admin.list_topics, topic, timeout=TIMEOUT_S)
+        args = () if topic is None else (topic,)
+        call = self.run(self.admin.list_topics, *args, timeout=TIMEOUT_S)
+        return await self._answer(asyncio.ensure_future(call), TIMEOUT_S + 2.0)
+
+    async def _answer(self, future: asyncio.Future[T], timeout: float) -> T:
+        """`future`'s result; a UiError as soon as librdkafka reports a refused
+        login or certificate after the call began (it would only time out).
+        An answer ends any refusal reported before the call began."""
+        began = time.monotonic()
+        async with asyncio.timeout(timeout):
+            while not future.done():
+                await asyncio.wait({future}, timeout=REFUSAL_POLL_S)
+                # Non-blocking: runs the error callback for what librdkafka queued.
+                self.admin.poll(0)
+                if self.refused is not None and self._refused_at >= began:
+                    raise UiError(502, self.refused)
+        result = future.result()
+        if self._refused_at < began:
+            self.refused = None
+        return result
 
     async def call(
         self, address: Address, api_key: int, version: int, fields: Mapping[str, Any]

@@ -16,11 +16,13 @@ from pathlib import Path
 from types import ModuleType
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from confluent_kafka import KafkaException
 
 from moldau.cli.admin_call import CallError
+from moldau.cli.errors import CliError
 from moldau.ui.cluster import ClusterClient
-from moldau.ui.json import UiError, error, kafka_message
+from moldau.ui.json import UiError, error
 from moldau.ui.view import ViewSampler
 
 log = logging.getLogger(__name__)
@@ -38,24 +40,33 @@ def api_modules() -> list[ModuleType]:
     return [importlib.import_module(f"moldau.ui.api_{name}") for name in API_MODULES]
 
 
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every failure of an /api/ call as {"error": ...}: the page shows it."""
-    try:
-        return await handler(request)
-    except UiError as e:
-        return error(e.status, e.message)
-    except KafkaException as e:
-        return error(502, kafka_message(e))
-    except CallError as e:
-        return error(502, str(e))
-    except TimeoutError:
-        return error(504, "the cluster did not answer in time")
-    except web.HTTPException:
-        raise
-    except Exception as e:
-        log.exception("%s %s failed", request.method, request.path)
-        return error(500, f"{type(e).__name__}: {e}")
+def _errors(cluster: ClusterClient) -> Middleware:
+    @web.middleware
+    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every failure of an /api/ call as {"error": ...}: the page shows it.
+        A call that timed out while the cluster refuses the console's login or
+        certificate says that instead."""
+        try:
+            # The cluster page shows the last sample, whose error says why.
+            if request.path.startswith("/api/") and request.path != "/api/cluster":
+                cluster.check()
+            return await handler(request)
+        except UiError as e:
+            return error(e.status, e.message)
+        except KafkaException as e:
+            return error(502, cluster.explain(e))
+        except (CallError, CliError) as e:
+            # CliError: a wire request's login or certificate was refused.
+            return error(502, str(e))
+        except TimeoutError:
+            return error(504, cluster.refused or "the cluster did not answer in time")
+        except web.HTTPException:
+            raise
+        except Exception as e:
+            log.exception("%s %s failed", request.method, request.path)
+            return error(500, f"{type(e).__name__}: {e}")
+
+    return errors
 
 
 async def _index(request: web.Request) -> web.FileResponse:
@@ -63,7 +74,7 @@ async def _index(request: web.Request) -> web.FileResponse:
 
 
 def create_app(cluster: ClusterClient) -> web.Application:
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[_errors(cluster)])
     for module in api_modules():
         app.add_routes(module.routes(cluster))
     app.router.add_get("/", _index)
@@ -99,7 +110,12 @@ class UiServer:
             functools.partial(m.sample, self.cluster) for m in api_modules() if hasattr(m, "sample")
         ]
         while True:
-            for sample in samplers:
+            for i, sample in enumerate(samplers):
+                # The modules' samplers wait while the view's could not reach the
+                # cluster: their blocking calls would each hold a thread (and the
+                # console's stop) for a timeout.
+                if i and (self.cluster.view.error or self.cluster.refused):
+                    break
                 try:
                     await sample(int(self.clock() * 1000))
                 except Exception:

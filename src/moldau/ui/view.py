@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from moldau.ui.history import Rate
+from moldau.ui.history import growth_rates
 from moldau.ui.offsets import LATEST, Partition, leader_sizes, list_offsets
 
 if TYPE_CHECKING:
@@ -32,6 +33,14 @@ METRICS = {
     "messages_in": "kafka_server_brokertopicmetrics_messagesin",
 }
 SERIES = ("bytes_in", "bytes_out", "messages_in")
+#: What the protocol alone can measure.
+PROTOCOL_SERIES = ("bytes_in", "messages_in")
+#: History's names: "cluster.<series>" and "topic.<name>.<series>".
+CLUSTER, TOPIC = "cluster", "topic."
+#: Cumulative counters by (source: a metrics endpoint or a partition, topic or
+#: None for all topics, series).
+Counters = dict[tuple[str, str | None, str], float]
+Where = tuple[str | None, str]
 
 
 @dataclass
@@ -74,33 +83,75 @@ class ClusterView:
         return sum(1 for ps in self.topics.values() for p in ps.values() if p.leader < 0)
 
 
+def topic_series(topic: str, name: str) -> str:
+    return f"{TOPIC}{topic}.{name}"
+
+
+def protocol_counters(view: ClusterView) -> Counters:
+    """Counters the protocol gives, by partition: bytes in as the leader's log
+    size, messages in as the high watermark (bytes out: none)."""
+    counters: Counters = {}
+    for name, values in (("bytes_in", view.sizes), ("messages_in", view.high_watermarks)):
+        for (topic, partition), value in values.items():
+            counters[(str(partition), topic, name)] = float(value)
+    return counters
+
+
+def throughput(rates: Mapping[tuple[str, str | None, str], float]) -> dict[Where, float]:
+    """Rates by (topic, series), topic None for the cluster: the metrics' own
+    all-topics counters, or else the sum of the topics'."""
+    out: dict[Where, float] = {}
+    cluster_given = any(topic is None for _, topic, _ in rates)
+    for (_, topic, name), rate in rates.items():
+        out[(topic, name)] = out.get((topic, name), 0.0) + rate
+        if topic is not None and not cluster_given:
+            out[(None, name)] = out.get((None, name), 0.0) + rate
+    return out
+
+
 class ViewSampler:
     """Keeps `cluster.view` and the throughput history up to date; `sample` is
     called by the UiServer's task."""
 
     def __init__(self, cluster: ClusterClient) -> None:
         self.cluster = cluster
-        self._rates: dict[str, Rate] = {}
-        self._topic_rates: dict[str, Rate] = {}
+        self._topics_seen: set[str] = set()
+        self._last: tuple[int, Counters] | None = None
+        self._measuring: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     async def sample(self, now_ms: int) -> None:
-        view = self.cluster.view
+        old = self.cluster.view
         try:
-            new = await self._describe(now_ms, view)
+            new = await self._describe(now_ms, old)
         except Exception as e:
-            from moldau.ui.json import kafka_message
-
-            # The cluster is unreachable: every broker known so far is offline.
-            view.error = kafka_message(e)
-            view.sampled_ms = now_ms
-            for b in view.brokers.values():
+            # The cluster is unreachable (or refuses the console's login): every
+            # broker known so far is offline.
+            old.error = self.cluster.explain(e)
+            old.sampled_ms = now_ms
+            for b in old.brokers.values():
                 b.online = False
             return
-        await self._sizes_and_offsets(new)
-        self._topic_throughput(new, now_ms)
-        await self._throughput(new, now_ms)
+        # Brokers and partitions show at once; sizes, offsets and rates follow
+        # from a task of their own (ListOffsets waits out a dead leader's
+        # partitions moving), the last ones shown meanwhile. While the last
+        # measurement still runs, this round's is skipped.
+        new.sizes, new.high_watermarks = old.sizes, old.high_watermarks
+        new.topic_rates, new.throughput_source = old.topic_rates, old.throughput_source
         self.cluster.view = new
+        if self._measuring is None or self._measuring.done():
+            self._measuring = asyncio.create_task(self._measure(new, now_ms), name="ui-measure")
+
+    async def _measure(self, view: ClusterView, now_ms: int) -> None:
+        try:
+            sizes, high = await self._sizes_and_offsets(view)
+            metrics = await self._metrics_totals() if self.cluster.metrics_urls else None
+        except Exception:
+            log.exception("console measurement failed")
+            return
+        current = self.cluster.view  # a newer sample may have replaced `view`
+        current.sizes, current.high_watermarks = sizes, high
+        self._throughput(current, now_ms, metrics)
 
     async def _describe(self, now_ms: int, old: ClusterView) -> ClusterView:
         cluster = self.cluster
@@ -123,44 +174,48 @@ class ViewSampler:
             }
         return view
 
-    async def _sizes_and_offsets(self, view: ClusterView) -> None:
+    async def _sizes_and_offsets(
+        self, view: ClusterView
+    ) -> tuple[dict[Partition, int], dict[Partition, int]]:
         """Each partition's size on its leader and its high watermark."""
         leaders = {(t, i): p.leader for t, ps in view.topics.items() for i, p in ps.items()}
         live = {b.id: (b.host, b.port) for b in view.brokers.values() if b.online}
-        view.sizes = await leader_sizes(self.cluster, live, leaders)
-        view.high_watermarks = await list_offsets(
+        sizes = await leader_sizes(self.cluster, live, leaders)
+        high = await list_offsets(
             self.cluster, [k for k, leader in leaders.items() if leader >= 0], LATEST
         )
+        return sizes, high
 
-    def _topic_throughput(self, view: ClusterView, now_ms: int) -> None:
-        totals: dict[str, int] = {}
-        for (topic, _), hw in view.high_watermarks.items():
-            totals[topic] = totals.get(topic, 0) + hw
-        for gone in set(self._topic_rates) - set(totals):
-            del self._topic_rates[gone]
-        for topic, total in totals.items():
-            rate = self._topic_rates.setdefault(topic, Rate()).update(now_ms / 1000, total)
-            if rate is not None:
-                view.topic_rates[topic] = rate
+    def _throughput(self, view: ClusterView, now_ms: int, metrics: Counters | None) -> None:
+        """Rates of the cluster's and each topic's counters into the history:
+        the brokers' metrics where they answered, else the protocol's growths."""
+        view.throughput_source = "protocol" if metrics is None else "metrics"
+        counters = protocol_counters(view) if metrics is None else metrics
+        last, self._last = self._last, (now_ms, counters)
+        if last is None:
+            return
+        rates = throughput(growth_rates(last[1], counters, (now_ms - last[0]) / 1000))
+        series = SERIES if metrics is not None else PROTOCOL_SERIES
+        for name in series:
+            self.cluster.history.add(f"{CLUSTER}.{name}", now_ms, rates.get((None, name), 0.0))
+        topic_history = self.cluster.topic_history
+        view.topic_rates = {}
+        for topic in view.topics:
+            for name in series:
+                rate = rates.get((topic, name))
+                key = topic_series(topic, name)
+                # A topic's series begins with its first traffic: idle topics cost nothing.
+                if rate is not None and (rate > 0 or topic_history.has(key)):
+                    topic_history.add(key, now_ms, rate)
+            # No counter for it (metrics: no record since the broker started): idle.
+            view.topic_rates[topic] = rates.get((topic, "messages_in"), 0.0)
+        for gone in self._topics_seen - set(view.topics):
+            topic_history.drop(*(topic_series(gone, name) for name in SERIES))
+        self._topics_seen = set(view.topics)
 
-    async def _throughput(self, view: ClusterView, now_ms: int) -> None:
-        totals = await self._metrics_totals() if self.cluster.metrics_urls else None
-        if totals is not None:
-            view.throughput_source = "metrics"
-        else:
-            view.throughput_source = "protocol"
-            totals = {
-                "bytes_in": float(sum(view.sizes.values())),
-                "messages_in": float(sum(view.high_watermarks.values())),
-            }
-        for name, total in totals.items():
-            rate = self._rates.setdefault(name, Rate()).update(now_ms / 1000, total)
-            if rate is not None:
-                self.cluster.history.add(f"cluster.{name}", now_ms, rate)
-
-    async def _metrics_totals(self) -> dict[str, float] | None:
-        """Sums over the brokers' endpoints of the all-topics counters; None when
-        none answered."""
+    async def _metrics_totals(self) -> Counters | None:
+        """Kafka's BrokerTopicMetrics counters of each broker's endpoint, all
+        topics (topic None) and each topic; None when no endpoint answered."""
         import aiohttp
         from prometheus_client.parser import text_string_to_metric_families
 
@@ -178,16 +233,20 @@ class ViewSampler:
         texts = await asyncio.gather(*(scrape(u) for u in self.cluster.metrics_urls))
         if all(t is None for t in texts):
             return None
-        totals = dict.fromkeys(METRICS, 0.0)
+        counters: Counters = {}
         wanted = {f"{m}_total": key for key, m in METRICS.items()}
-        for text in texts:
+        for url, text in zip(self.cluster.metrics_urls, texts, strict=True):
             for family in text_string_to_metric_families(text or ""):
                 for s in family.samples:
-                    key = wanted.get(s.name)
-                    if key is not None and "topic" not in s.labels:
-                        totals[key] += s.value
-        return totals
+                    name = wanted.get(s.name)
+                    if name is not None:
+                        key = (url, s.labels.get("topic"), name)
+                        counters[key] = counters.get(key, 0.0) + s.value
+        return counters
 
     async def close(self) -> None:
+        if self._measuring is not None:
+            self._measuring.cancel()
+            await asyncio.gather(self._measuring, return_exceptions=True)
         if self._session is not None:
             await self._session.close()

@@ -12,12 +12,14 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// columns: [{title, value: row => text|Node, num: bool}]
-export function table(columns, rows, attrs = {}) {
-  return el("table", attrs,
+// columns: [{title, value: row => text|Node, num: bool}]; `empty`: what to say
+// under the headings when there are no rows.
+export function table(columns, rows, attrs = {}, empty = null) {
+  const t = el("table", attrs,
     el("thead", {}, el("tr", {}, columns.map(c => el("th", { class: c.num ? "num" : null }, c.title)))),
     el("tbody", {}, rows.map(r => el("tr", {},
       columns.map(c => el("td", { class: c.num ? "num" : null }, c.value(r)))))));
+  return rows.length || !empty ? t : el("div", {}, t, el("p", { class: "empty" }, empty));
 }
 
 export function card(label, value, cls) {
@@ -39,3 +41,15 @@ export function rate(n, unit = "/s") {
 }
 
 export function link(href, text) { return el("a", { href }, text); }
+
+// What an empty throughput chart says: bytes out needs the metrics endpoints.
+export function noThroughput(source, otherwise) {
+  return name => (source !== "metrics" && name.endsWith("bytes_out") ? "needs the brokers' metrics endpoints" : otherwise);
+}
+
+// Where the throughput numbers come from, said under the charts.
+export function throughputSource(source) {
+  return source === "metrics"
+    ? "From the brokers' metrics endpoints (Kafka's BrokerTopicMetrics)."
+    : "From the protocol: bytes in as the growth of the leaders' log sizes (DescribeLogDirs), messages as the growth of the high watermarks (ListOffsets); bytes out needs the brokers' metrics endpoints (--metrics-url).";
+}

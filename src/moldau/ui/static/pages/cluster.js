@@ -1,7 +1,7 @@
 // #/cluster: brokers, controller, partition health and live throughput charts.
 import { getJSON } from "../api.js";
-import { lineChart } from "../chart.js";
-import { card, el, table } from "../dom.js";
+import { chartGrid } from "../chart.js";
+import { card, el, noThroughput, table, throughputSource } from "../dom.js";
 import { poll } from "../poll.js";
 
 const CHARTS = [
@@ -14,17 +14,15 @@ export function render(main) {
   const cards = el("div", { class: "cards" });
   const brokers = el("div");
   const source = el("p", { class: "note" });
-  const charts = CHARTS.map(([name, title]) => [name, el("div", { class: "chart-body" }), title]);
+  const [charts, drawCharts] = chartGrid(CHARTS);
   main.append(el("h1", {}, "Cluster"), cards, el("h2", {}, "Brokers"), brokers,
-    el("h2", {}, "Throughput"), source,
-    el("div", { class: "charts" }, charts.map(([, body, title]) =>
-      el("div", { class: "chart" }, el("div", { class: "title" }, title), body))));
+    el("h2", {}, "Throughput"), source, charts);
 
   return poll(async () => {
     const c = await getJSON("/api/cluster");
     const offline = c.brokers.filter(b => !b.online).length;
     cards.replaceChildren(
-      card("Brokers online", `${c.brokers.length - offline} / ${c.brokers.length}`, offline ? "bad" : "ok"),
+      card("Brokers online", `${c.brokers.length - offline} / ${c.brokers.length}`, offline || !c.brokers.length ? "bad" : "ok"),
       card("Controller", c.controller ?? "none", c.controller === null ? "bad" : ""),
       card("Topics", c.topics), card("Partitions", c.partitions),
       card("Under-replicated", c.underReplicated, c.underReplicated ? "warn" : "ok"),
@@ -35,12 +33,9 @@ export function render(main) {
       { title: "Rack", value: b => b.rack ?? "–" },
       { title: "Role", value: b => (b.id === c.controller ? "controller" : "") },
       { title: "Status", value: b => el("span", { class: `badge ${b.online ? "ok" : "bad"}`, "data-broker": b.id }, b.online ? "online" : "offline") },
-    ], c.brokers, { id: "brokers" }));
+    ], c.brokers, { id: "brokers" }, "No broker has answered yet."));
     if (c.error) throw new Error(`cannot reach the cluster at ${c.bootstrap}: ${c.error}`);
-    source.textContent = c.throughput.source === "metrics"
-      ? "From the brokers' metrics endpoints (Kafka's BrokerTopicMetrics)."
-      : "From the protocol: bytes in as the growth of the leaders' log sizes (DescribeLogDirs), messages as the growth of the high watermarks (ListOffsets); bytes out needs the brokers' metrics endpoints (--metrics-url).";
-    const byName = Object.fromEntries(c.throughput.series.map(s => [s.name, s]));
-    CHARTS.forEach(([name, , unit], i) => lineChart(charts[i][1], { series: [byName[name] || { name, points: [] }], unit }));
+    source.textContent = throughputSource(c.throughput.source);
+    drawCharts(c.throughput.series, noThroughput(c.throughput.source, "no data yet"));
   });
 }

@@ -1,6 +1,6 @@
-// #/messages/<topic>: browse records (from an offset, a time, the beginning or
-// the end; one partition or all; a text filter), shown as text, JSON or hex; and
-// produce one record.
+// #/messages/<topic>: browse records (from an offset, a time, the beginning, or
+// the end: the newest first, over all partitions; one partition or all; a text
+// filter), shown as text, JSON or hex; and produce one record.
 import { getJSON, sendJSON } from "../api.js";
 import { el, link, table } from "../dom.js";
 import { showError } from "../app.js";
@@ -23,12 +23,29 @@ export function show(b64, format) {
   return el("pre", {}, text);
 }
 
+// A record's time as the Time field takes it (local), to the millisecond; UTC
+// and the timestamp's type in its tooltip.
+function localTime(ms) {
+  const d = new Date(ms);
+  return new Date(ms - d.getTimezoneOffset() * 60000).toISOString().replace("T", " ").replace("Z", "");
+}
+
 function field(label, input) { return el("label", {}, label, input); }
+
+// What a browse read, for the status line: how many, in which order, from where.
+function summary(r) {
+  const read = r.partitions.filter(p => p.read), idle = r.partitions.filter(p => !p.read);
+  const where = read.map(p => `partition ${p.partition} (offsets ${p.from}–${p.to})`).join(", ");
+  return `${r.records.length} record(s), ${r.order}; ${r.scanned} read` +
+    (where ? ` from ${where}` : "") +
+    (idle.length ? `; nothing to read in partition ${idle.map(p => p.partition).join(", ")}` : "") +
+    (r.complete ? "" : " (stopped early: the scan's limit or time)");
+}
 
 export function render(main, [topic]) {
   const t = encodeURIComponent(topic);
   const partition = el("select", { name: "partition" }, el("option", { value: "all" }, "all"));
-  const from = el("select", { name: "from" }, ["end", "beginning", "offset", "timestamp"].map(m => el("option", { value: m }, m)));
+  const from = el("select", { name: "from" }, [["end", "the end (newest first)"], ["beginning", "the beginning"], ["offset", "an offset"], ["timestamp", "a time"]].map(([m, text]) => el("option", { value: m }, text)));
   const offset = el("input", { name: "offset", type: "number", min: 0, value: 0, style: "width: 8em" });
   const time = el("input", { name: "timestamp", type: "datetime-local", step: 1 });
   const limit = el("input", { name: "limit", type: "number", min: 1, max: 500, value: 50, style: "width: 5em" });
@@ -41,11 +58,11 @@ export function render(main, [topic]) {
   const draw = () => results.replaceChildren(table([
     { title: "Partition", value: r => r.partition, num: true },
     { title: "Offset", value: r => r.offset, num: true },
-    { title: "Timestamp", value: r => (r.timestamp === null ? "–" : new Date(r.timestamp).toISOString()) },
+    { title: "Time (local)", value: r => (r.timestamp === null ? "–" : el("span", { title: `${new Date(r.timestamp).toISOString()} (${r.timestampType})` }, localTime(r.timestamp))) },
     { title: "Key", value: r => show(r.key, format.value) },
     { title: "Value", value: r => [show(r.value, format.value), r.truncated ? el("span", { class: "note" }, " (cut)") : null] },
-    { title: "Headers", value: r => r.headers.map(([k, v]) => el("div", {}, `${k}: `, show(v, "text"))) },
-  ], records));
+    { title: "Headers", value: r => r.headers.map(([k, v]) => el("div", { class: "header" }, `${k}: `, v === null ? "null" : decoder.decode(bytesOf(v)))) },
+  ], records, {}, "No records in this window."));
 
   async function load() {
     const q = new URLSearchParams({ partition: partition.value, from: from.value, limit: limit.value, filter: filter.value });
@@ -54,17 +71,25 @@ export function render(main, [topic]) {
     try {
       const r = await getJSON(`/api/topics/${t}/messages?${q}`);
       records = r.records;
-      status.textContent = `${records.length} record(s); ${r.scanned} read` + (r.complete ? "" : " (stopped early: limit or time)");
+      status.textContent = summary(r);
       draw();
       showError("");
     } catch (e) { records = []; draw(); status.textContent = ""; showError(e.message); }
   }
 
+  const offsetField = field("Offset", offset), timeField = field("Time", time);
   const browse = el("form", { class: "inline", id: "browse" },
-    field("Partition", partition), field("From", from), field("Offset", offset), field("Time", time),
+    field("Partition", partition), field("From", from), offsetField, timeField,
     field("Records", limit), field("Filter", filter), field("Show as", format),
     el("button", { type: "submit" }, "Browse"));
   browse.addEventListener("submit", e => { e.preventDefault(); load(); });
+  // Only the start the chosen mode needs is shown.
+  const showStart = () => {
+    offsetField.hidden = from.value !== "offset";
+    timeField.hidden = from.value !== "timestamp";
+  };
+  from.addEventListener("change", showStart);
+  showStart();
   format.addEventListener("change", draw);
 
   const pKey = el("input", { name: "key", placeholder: "key" });

@@ -16,7 +16,11 @@ function createForm(refresh) {
     el("button", { type: "submit" }, "Create topic"));
   form.addEventListener("submit", async e => {
     e.preventDefault();
-    const pairs = configs.value.split(",").map(s => s.trim()).filter(Boolean).map(s => s.split("="));
+    const pairs = configs.value.split(",").map(s => s.trim()).filter(Boolean).map(s => {
+      const i = s.indexOf("=");
+      return i > 0 ? [s.slice(0, i).trim(), s.slice(i + 1).trim()] : null;
+    });
+    if (pairs.includes(null)) { showError("Configs: give key=value pairs separated by commas"); return; }
     try {
       await sendJSON("POST", "/api/topics", {
         name: name.value.trim(), partitions: Number(partitions.value),
@@ -53,7 +57,7 @@ export function render(main) {
     list.replaceChildren(table([
       { title: "Topic", value: t => link(`#/topic/${encodeURIComponent(t.name)}`, t.name) },
       { title: "Partitions", value: t => t.partitions, num: true },
-      { title: "Replication", value: t => t.replicationFactor, num: true },
+      { title: "Replication factor", value: t => t.replicationFactor, num: true },
       { title: "Under-replicated", value: t => el("span", { class: t.underReplicated ? "warn" : "" }, t.underReplicated), num: true },
       { title: "Size", value: t => bytes(t.size), num: true },
       { title: "Messages/s", value: t => rate(t.messagesPerSec, ""), num: true },
@@ -61,7 +65,7 @@ export function render(main) {
         link(`#/messages/${encodeURIComponent(t.name)}`, "messages"), " ",
         el("button", { class: "secondary", onclick: () => addPartitions(t, refresh) }, "Add partitions"), " ",
         el("button", { class: "danger", "data-delete": t.name, onclick: () => remove(t.name, refresh) }, "Delete")] },
-    ], shown, { id: "topics" }));
+    ], shown, { id: "topics" }, topics.length ? "Only internal topics: tick the box to see them." : "No topics yet: create one above."));
   };
   async function refresh() { topics = await getJSON("/api/topics"); draw(); }
   showInternal.addEventListener("change", draw);
