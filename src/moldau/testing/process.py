@@ -113,7 +113,8 @@ class BrokerProcess(SaslListener):
             assert self.sasl is not None
             write_scram_users_offline(self.metadata_dir, self.sasl)
             self._users_to_write = False
-        cmd = [sys.executable, "-m", "moldau", "serve"]
+        # `moldau serve` without hypothesis, as a user's broker runs (moldau.testing.serve).
+        cmd = [sys.executable, "-m", "moldau.testing.serve", "serve"]
         if "listeners" not in self.overrides:  # else they name every port
             cmd += ["--host", self.host, "--port", str(self.port or self.requested_port)]
         if self.listener_ports and "listeners" in self.overrides:
