@@ -74,6 +74,8 @@ def secured_broker(
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:ANONYMOUS;User:{admin}",
         "allow.everyone.if.no.acl.found": "false",
+        # A test's consumer group forms at once rather than after 3 s.
+        "group.initial.rebalance.delay.ms": "0",
     }
     certs = Certificates.create(directory / "certs")
     with BrokerProcess(directory / "data", overrides, tls=certs, sasl=sasl) as b:

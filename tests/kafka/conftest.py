@@ -22,8 +22,11 @@ from tests.cluster.conftest import zookeeper  # noqa: F401 (a fixture)
 # for more members, which every consumer check would pay.
 # And a transaction past its transaction.timeout.ms is aborted within half a second
 # rather than within Kafka's default 10 s, which the timeout check would wait.
+# Sessions as short as 1 s are allowed (Kafka's tests do the same): Streams' restarts
+# wait out their dead member's session (tests/java WordCount).
 BROKER_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from moldau.testing import kafka_java
+from moldau.testing.jvm import FAST_START
 from moldau.testing.process import BrokerProcess
 from tests.cluster.conftest import make_cluster, zookeeper  # noqa: F401 (fixtures)
 
@@ -34,6 +35,9 @@ def spark() -> Iterator[Any]:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        # The driver's JVM is the whole local application: it starts and warms up
+        # sooner with C1 alone (a test's jobs are small).
+        .config("spark.driver.extraJavaOptions", FAST_START)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.jars", ",".join(str(j) for j in jars))
         .getOrCreate()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from moldau.testing.jvm import spark_submit_env
+
 pytestmark = pytest.mark.spark
 
 
@@ -24,7 +26,7 @@ def demo(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "TMPDIR": str(tmp)},
+        env={**os.environ, **spark_submit_env(), "TMPDIR": str(tmp)},
     )
 
 

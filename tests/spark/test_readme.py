@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer
 
 import moldau
+from moldau.testing.jvm import spark_submit_env
 from moldau.testing.process import BrokerProcess, wait_for
 from tests.integration.clients import confluent_produce, create_topic
 
@@ -70,6 +71,8 @@ def users_environment(tmp_path: Path) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([str(bin_dir), *path])
     # Spark's driver listens on loopback only, as every server in the tests.
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    # A test's JVM options for Spark's driver (not a user's setting, but no help to one).
+    env |= spark_submit_env()
     return env
 
 

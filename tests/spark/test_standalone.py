@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from packaging.requirements import Requirement
 
 import moldau
+from moldau.testing.jvm import spark_cluster_env, spark_submit_env
 from moldau.testing.process import wait_for
 from moldau.testing.spark_driver import SparkDriver
 from moldau.testing.spark_standalone import SparkStandalone, command_line
@@ -48,11 +49,13 @@ def python_env() -> dict[str, str]:
         "PYSPARK_PYTHON": sys.executable,
         "PYTHONPATH": python_path(),
         "SPARK_LOCAL_IP": "127.0.0.1",
+        **spark_submit_env(),
     }
 
 
 TWO_CORES_AN_APP = {
-    "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.deploy.defaultCores=2"
+    "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false -Dspark.deploy.defaultCores=2",
+    **spark_cluster_env(),
 }
 #: Given to an application's executors (not to the workers: the README's
 #: spark-submit recipes must find moldau where they put it, or fail).

@@ -29,10 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from moldau.testing import kafka_java
+from moldau.testing.jvm import FAST_START
 
-#: JVM options for a broker a test starts: it lives seconds, so C1 alone and the
-#: serial collector start it sooner than the tiered compiler and G1 would.
-FAST_START = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 #: Kafka's kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, for a benchmark's broker.
 PERFORMANCE = (
     "-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "

@@ -74,6 +74,7 @@ class BrokerProcess(SaslListener):
         self.port = port
         self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._ready = threading.Event()  # set once the launched process listens
         self._lines: list[str] = []
         self.serve_args = list(serve_args)
         self.console_url: str | None = None
@@ -106,13 +107,19 @@ class BrokerProcess(SaslListener):
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         """Start and wait until it accepts connections. A restart keeps its port."""
+        return self.launch().wait_started(timeout)
+
+    def launch(self) -> BrokerProcess:
+        """Start the process without waiting for it to accept connections
+        (`wait_started` does): brokers launched together start side by side."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"broker process {self.proc.pid} is already running")
         if self._users_to_write:
             assert self.sasl is not None
             write_scram_users_offline(self.metadata_dir, self.sasl)
             self._users_to_write = False
-        cmd = [sys.executable, "-m", "moldau", "serve"]
+        # `moldau serve` without hypothesis, as a user's broker runs (moldau.testing.serve).
+        cmd = [sys.executable, "-m", "moldau.testing.serve", "serve"]
         if "listeners" not in self.overrides:  # else they name every port
             cmd += ["--host", self.host, "--port", str(self.port or self.requested_port)]
         if self.listener_ports and "listeners" in self.overrides:
@@ -141,7 +148,14 @@ class BrokerProcess(SaslListener):
         threading.Thread(
             target=self._read_stdout, args=(self.proc, log_file, ready, lines), daemon=True
         ).start()
-        if not ready.wait(timeout) or self.proc.poll() is not None:
+        self._ready = ready
+        return self
+
+    def wait_started(self, timeout: float = 30.0) -> BrokerProcess:
+        """Wait until the process `launch` started accepts connections; kill it and
+        raise if it does not within `timeout`."""
+        assert self.proc is not None, "not launched"
+        if not self._ready.wait(timeout) or self.proc.poll() is not None:
             self.kill()
             self.proc.wait(10)
             raise RuntimeError(f"broker did not start; see {self.log_path}")
