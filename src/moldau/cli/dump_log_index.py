@@ -23,10 +23,10 @@ from moldau.cli.dump_log_records import (
 )
 from moldau.protocol.legacy_records import parse_message, records_of
 from moldau.protocol.records import MAGIC_V2, NO_TIMESTAMP, BatchHeader, iter_records
-from moldau.storage.index import offset_entries, time_entries
+from moldau.storage.index import OffsetIndex, TimeIndex, offset_entries, time_entries
 
-OFFSET_ENTRY_SIZE = 8
-TIME_ENTRY_SIZE = 12
+OFFSET_ENTRY_SIZE = OffsetIndex.entry_size
+TIME_ENTRY_SIZE = TimeIndex.entry_size
 
 
 @dataclass

@@ -45,7 +45,7 @@ from moldau.cli.common import (
     read_config_file,
 )
 from moldau.cli.errors import CliError
-from moldau.cli.perf_stats import ProducerStats, ThroughputThrottler
+from moldau.cli.perf_stats import MB, ProducerStats, ThroughputThrottler
 from moldau.cli.progress import Progress
 
 # Java client settings with no librdkafka counterpart; the perf tools set them.
@@ -60,7 +60,6 @@ _JAVA_ONLY = frozenset(
 )
 # A-Z for any byte: payloads as Kafka's (random upper-case letters), made fast.
 _LETTERS = bytes(65 + b % 26 for b in range(256))
-_MB = 1024.0 * 1024.0
 #: How long one wait for records or acknowledgements lasts at most (seconds).
 _TICK_S = 0.1
 # Acknowledgements are served (and latencies taken) every this many records: at
@@ -433,7 +432,7 @@ def run_consume(args: argparse.Namespace) -> int:
         elapsed_s = max(end_ms - start_ms, 1) / 1000.0
         fetch_ms = (end_ms - start_ms) - join["total"]
         fetch_s = fetch_ms / 1000.0
-        mb = size / _MB
+        mb = size / MB
         print(
             f"{format_time(start_ms, args.date_format)}, {format_time(end_ms, args.date_format)}, "
             f"{mb:.4f}, {mb / elapsed_s:.4f}, {read}, {read / elapsed_s:.4f}, {join['total']}, "
@@ -460,12 +459,12 @@ def _detailed_line(
     join: dict[str, int],
 ) -> str:
     elapsed = max(end - start, 1)
-    interval_mb = (size - last_size) / _MB
+    interval_mb = (size - last_size) / MB
     fetch_ms = end - start - join["round"]
     fetch_mb_s = 1000.0 * interval_mb / fetch_ms if fetch_ms > 0 else 0.0
     fetch_n_s = 1000.0 * (read - last_read) / fetch_ms if fetch_ms > 0 else 0.0
     return (
-        f"{format_time(end, args.date_format)}, 0, {size / _MB:.4f}, "
+        f"{format_time(end, args.date_format)}, 0, {size / MB:.4f}, "
         f"{1000.0 * interval_mb / elapsed:.4f}, {read}, "
         f"{1000.0 * (read - last_read) / elapsed:.4f}, {join['round']}, {fetch_ms}, "
         f"{fetch_mb_s:.4f}, {fetch_n_s:.4f}"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 #: Kafka's tools keep at most this many latency samples (every n-th record).
 MAX_SAMPLES = 500_000
-_MB = 1024.0 * 1024.0
+MB = 1024.0 * 1024.0
 # Below this, a deficit is left to grow: sleeping 2 ms or less is not precise.
 _MIN_SLEEP_NS = 2_000_000
 
@@ -67,7 +67,7 @@ class ProducerStats:
         count = self.window_count
         return (
             f"{count} records sent, {1000.0 * count / elapsed:.1f} records/sec "
-            f"({1000.0 * self.window_bytes / elapsed / _MB:.2f} MB/sec), "
+            f"({1000.0 * self.window_bytes / elapsed / MB:.2f} MB/sec), "
             f"{self.window_total_latency / max(count, 1):.1f} ms avg latency, "
             f"{float(self.window_max_latency):.1f} ms max latency."
         )
@@ -77,7 +77,7 @@ class ProducerStats:
         p50, p95, p99, p999 = percentiles(self.latencies, (0.5, 0.95, 0.99, 0.999))
         return (
             f"{self.count} records sent, {1000.0 * self.count / elapsed:.1f} records/sec "
-            f"({1000.0 * self.bytes / elapsed / _MB:.2f} MB/sec), "
+            f"({1000.0 * self.bytes / elapsed / MB:.2f} MB/sec), "
             f"{self.total_latency / max(self.count, 1):.2f} ms avg latency, "
             f"{float(self.max_latency):.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, "
             f"{p99} ms 99th, {p999} ms 99.9th."

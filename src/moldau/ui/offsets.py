@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
+from moldau.cli.log_dirs import DESCRIBE_LOG_DIRS_VERSION
+from moldau.protocol.apis import ApiKey
+
 if TYPE_CHECKING:
     from moldau.ui.cluster import ClusterClient
 
 Partition = tuple[str, int]
-DESCRIBE_LOG_DIRS = 35
-DESCRIBE_LOG_DIRS_VERSION = 4  # the newest both Moldau and Kafka 4.x serve
 
 EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
 LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -68,7 +69,7 @@ async def leader_sizes(
     ids = sorted(brokers)
     answers = await asyncio.gather(
         *(
-            cluster.call(brokers[i], DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, fields)
+            cluster.call(brokers[i], ApiKey.DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, fields)
             for i in ids
         ),
         return_exceptions=True,

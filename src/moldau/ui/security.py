@@ -27,6 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from moldau.cli.acls import binding, parse_principal, resource_to_entries
 from moldau.cli.common import TIMEOUT_S, BrokerWatch, kafka_error, wait_result
+from moldau.cli.configs_scram import DEFAULT_ITERATIONS
 from moldau.cli.errors import CliError
 from moldau.protocol.apis import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -48,7 +49,6 @@ RESOURCE_FLAGS = {
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
               "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}  # fmt: skip
 #: Kafka's default iterations for a new SCRAM credential (kafka-configs').
-DEFAULT_ITERATIONS = 4096
 
 NO_AUTHORIZER = (
     "This cluster has no authorizer (authorizer.class.name is not set), so it keeps no "
